@@ -1,0 +1,114 @@
+"""MkDocs hooks for the site.
+
+Every page says which torch its code was verified with. The version comes from
+``snippets/verified_with.json``, which the snippet tests write when they regenerate the
+outputs and check against the running torch on every test run, so the page never shows
+a version that did not run the code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = ROOT / "snippets" / "verified_with.json"
+
+FOOTER = {
+    "en": (
+        '\n\n<p class="verified-with">Every example on this page was run and its '
+        "output checked with PyTorch <code>{torch}</code>.</p>\n"
+    ),
+    "zh": (
+        '\n\n<p class="verified-with">本页所有示例均已在 PyTorch <code>{torch}</code> '
+        "上实际运行，输出经过核对。</p>\n"
+    ),
+}
+
+
+def verified_torch_version() -> str:
+    data = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    return data["torch"]
+
+
+def on_config(config):
+    config.extra["verified_torch"] = verified_torch_version()
+    return config
+
+
+def on_page_markdown(markdown, page, config, files):
+    language = config.theme.get("language", "en")
+    footer = FOOTER.get(language, FOOTER["en"])
+    return markdown + footer.format(torch=config.extra["verified_torch"])
+
+
+# --- One search index per language -------------------------------------------------
+#
+# mkdocs-static-i18n stacks every language into one search index at /search/, so a reader
+# searching from a Chinese page would get the English copies too. After the build we
+# split it: /search/ keeps the English pages, /zh/search/ gets the Chinese ones, and the
+# Chinese pages are told (through Material's ``__config.base``) to load the index under
+# /zh/. Material resolves result locations against that same base, so they stay right.
+
+LOCALIZED = ("zh",)
+SEARCH_CONFIG = {
+    "en": {"lang": ["en"], "separator": r"[\s\-]+", "pipeline": ["stopWordFilter"]},
+    # jieba segments Chinese at build time with U+200B; the separator splits on it.
+    "zh": {
+        "lang": ["en", "zh"],
+        "separator": "[\\s\\u200b\\u3000\\-、。，．？！；]+",
+        "pipeline": ["stemmer"],
+    },
+}
+BASE = re.compile(r'("base":\s*")([^"]*)(")')
+
+
+@event_priority(-200)  # after the search and i18n plugins have written the shared index
+def on_post_build(config):
+    site = Path(config.site_dir)
+    shared = site / "search" / "search_index.json"
+    if not shared.exists():
+        return
+    index = json.loads(shared.read_text(encoding="utf-8"))
+    by_lang: dict[str, list] = {lang: [] for lang in ("en", *LOCALIZED)}
+    for doc in index["docs"]:
+        lang = doc["location"].split("/", 1)[0]
+        if lang in LOCALIZED:
+            doc = {**doc, "location": doc["location"][len(lang) + 1 :]}
+            by_lang[lang].append(doc)
+        else:
+            by_lang["en"].append(doc)
+    # Material's language switcher reads <language root>/sitemap.xml to find the same page
+    # in the other language; the shared sitemap lists every language's pages.
+    sitemap = site / "sitemap.xml"
+    for lang in LOCALIZED:
+        if sitemap.exists() and (site / lang).is_dir():
+            shutil.copyfile(sitemap, site / lang / "sitemap.xml")
+    for lang, docs in by_lang.items():
+        if not docs:
+            continue  # this language was split off by an earlier pass of the same build
+        target = shared if lang == "en" else site / lang / "search" / "search_index.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        config_for = {**index["config"], **SEARCH_CONFIG[lang]}
+        target.write_text(
+            json.dumps({"config": config_for, "docs": docs}, ensure_ascii=False),
+            encoding="utf-8",
+        )
+
+
+def on_post_page(output, page, config):
+    """Point Material's base (used for the search index) at the page's language root."""
+    language = config.theme.get("language", "en")
+    if language not in LOCALIZED:
+        return output
+
+    def one_level_up(match):
+        base = match[2]
+        new = "." if base in ("..", "../") else base.rsplit("/..", 1)[0]
+        return match[1] + new + match[3]
+
+    return BASE.sub(one_level_up, output, count=1)

@@ -1,0 +1,50 @@
+"""The project's own promises: CI runs the README's command, torch is pinned, lint is clean."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+from snippetcheck import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CI = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def readme_commands() -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_readme_gives_exactly_two_commands():
+    commands = readme_commands()
+    assert len(commands) == 2, commands
+    assert commands[0].endswith("mkdocs serve")
+    assert "-c constraints.txt" in commands[0] and "-c constraints.txt" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    test_command = readme_commands()[1]
+    assert "pytest" in test_command
+    ci_lines = [line.strip() for line in CI.splitlines()]
+    assert test_command in ci_lines, f"{test_command!r} is not a line of .ci/run"
+
+
+def test_torch_is_pinned_exactly():
+    pins = (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
+    assert "torch==2.13.0" in pins
+    assert any(p.startswith("mkdocs==1.") for p in pins)
+    assert any(p.startswith("mkdocs-material==9.") for p in pins)
+    names = {p.split("==")[0] for p in pins if "==" in p}
+    unpinned = [p for p in pins if p and not p.startswith("#") and "==" not in p]
+    assert not unpinned, unpinned
+    assert {"numpy", "jieba", "mkdocs-static-i18n", "pytest"} <= names
+
+
+def test_ruff_lint_is_clean():
+    ruff = shutil.which("ruff") or [sys.executable, "-m", "ruff"]
+    cmd = [ruff] if isinstance(ruff, str) else ruff
+    proc = subprocess.run([*cmd, "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,49 @@
+"""The checker that guards the site's snippets fails on deliberately broken fixtures.
+
+The fixtures live outside ``snippets/`` so the site never shows them; they go through the
+very same functions as the real snippets and inline fences.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mdfences
+import pytest
+import snippetcheck
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BROKEN = FIXTURES / "broken_snippets"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("false_claim.py", "Trying to backward through the graph a second time"),
+        ("stale_output.py", "output differs from stale_output.out"),
+        ("hangs.py", "timed out after 3 s"),
+        ("unseen_warning.py", "wrote to stderr"),
+        ("no_stored_output.py", "no stored output"),
+    ],
+)
+def test_broken_snippet_is_caught(name, expected):
+    problems = snippetcheck.check(BROKEN / name, timeout=3)
+    assert problems, f"{name} passed the checker, but it is broken"
+    assert expected in "\n".join(problems)
+
+
+def test_stale_output_shows_a_diff():
+    (problem,) = snippetcheck.check(BROKEN / "stale_output.py")
+    assert "-[1.0, 1.0, 1.0]" in problem and "+[2.0, 2.0, 2.0]" in problem
+
+
+def test_broken_fixtures_are_not_collected_as_site_snippets():
+    assert not any(BROKEN in p.parents for p in snippetcheck.discover())
+
+
+def test_fences_inside_admonitions_and_tabs_are_found_and_fail():
+    fences = mdfences.fences_in(FIXTURES / "broken_docs" / "page.md")
+    assert [f.lang for f in fences] == ["python", "python"]
+    results = [snippetcheck.problems_of_run(snippetcheck.run_code(f.body), 60) for f in fences]
+    assert "Trying to backward through the graph a second time" in "\n".join(results[0])
+    assert "arithmetic is broken" in "\n".join(results[1])
