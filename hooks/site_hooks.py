@@ -18,17 +18,6 @@ from mkdocs.plugins import event_priority
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "snippets" / "verified_with.json"
 
-FOOTER = {
-    "en": (
-        '\n\n<p class="verified-with">Every example on this page was run and its '
-        "output checked with PyTorch <code>{torch}</code>.</p>\n"
-    ),
-    "zh": (
-        '\n\n<p class="verified-with">本页所有示例均已在 PyTorch <code>{torch}</code> '
-        "上实际运行，输出经过核对。</p>\n"
-    ),
-}
-
 
 def verified_torch_version() -> str:
     data = json.loads(MANIFEST.read_text(encoding="utf-8"))
@@ -36,14 +25,9 @@ def verified_torch_version() -> str:
 
 
 def on_config(config):
+    """Expose the version to ``overrides/main.html``, which prints it on every page."""
     config.extra["verified_torch"] = verified_torch_version()
     return config
-
-
-def on_page_markdown(markdown, page, config, files):
-    language = config.theme.get("language", "en")
-    footer = FOOTER.get(language, FOOTER["en"])
-    return markdown + footer.format(torch=config.extra["verified_torch"])
 
 
 # --- One search index per language -------------------------------------------------
