@@ -47,7 +47,7 @@ net_without, first_without, second_without = article_example(retain=False)
 # The same gradients, bit for bit, with and without retain_graph=True.
 same = all(
     torch.equal(a.grad, b.grad)
-    for a, b in zip(net_with.parameters(), net_without.parameters())
+    for a, b in zip(net_with.parameters(), net_without.parameters(), strict=True)
 )
 assert same
 

@@ -19,7 +19,7 @@ def run(backwards, zero_grad_between=False):
     criterion = torch.nn.CrossEntropyLoss()
     inputs = torch.randn(3, 10)
     labels = torch.LongTensor([1, 0, 1])
-    for i in range(backwards):
+    for _ in range(backwards):
         if zero_grad_between:
             net.zero_grad()  # (1)!
         loss = criterion(net(inputs), labels)

@@ -35,7 +35,7 @@ net_without, loss1, loss2 = article_example(retain=False)
 
 same = all(
     torch.equal(a.grad, b.grad)
-    for a, b in zip(net_with.parameters(), net_without.parameters())
+    for a, b in zip(net_with.parameters(), net_without.parameters(), strict=True)
 )
 assert same
 assert loss1.grad_fn is not loss2.grad_fn

@@ -1,3 +1,5 @@
+from itertools import pairwise
+
 import torch
 
 
@@ -21,7 +23,7 @@ inputs = torch.randn(3, 10)
 labels = torch.LongTensor([1, 0, 1])
 
 losses, graphs, weights = [], [], []
-for i in range(5):  # the article's loop, unchanged: no retain_graph anywhere
+for _ in range(5):  # the article's loop, unchanged: no retain_graph anywhere
     optimizer.zero_grad()
     outputs = net(inputs)  # (1)!
     loss = criterion(outputs, labels)
@@ -34,7 +36,7 @@ for i in range(5):  # the article's loop, unchanged: no retain_graph anywhere
 # Five forward passes built five different graphs ...
 assert all(a is not b for i, a in enumerate(graphs) for b in graphs[i + 1 :])
 # ... each at different parameter values, and the loss went down every step.
-assert all(not torch.equal(a, b) for a, b in zip(weights, weights[1:]))
+assert all(not torch.equal(a, b) for a, b in pairwise(weights))
 values = [round(loss.item(), 4) for loss in losses]
 assert values == sorted(values, reverse=True) and len(set(values)) == 5
 

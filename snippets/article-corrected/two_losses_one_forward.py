@@ -59,9 +59,10 @@ loss1, loss2 = losses()
 with_sum = grads()
 # --8<-- [end:sum]
 
-same = all(torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in zip(with_retain, with_sum))
+pairs = list(zip(with_retain, with_sum, strict=True))
+same = all(torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in pairs)
 assert same
-largest = max((a - b).abs().max().item() for a, b in zip(with_retain, with_sum))
+largest = max((a - b).abs().max().item() for a, b in pairs)
 assert largest < 1e-6  # float32 rounding: the additions happen in another order
 
 print("without retain_graph:", message.split(" (")[0])
