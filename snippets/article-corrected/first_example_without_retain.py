@@ -54,6 +54,11 @@ assert same
 # Two forward passes, two graphs: the losses have different grad_fn objects.
 assert second_without.grad_fn is not first_without.grad_fn
 
+# With or without retain_graph, the second forward builds every operation node anew.
+for first, second in [(first_with, second_with), (first_without, second_without)]:
+    old = graph_nodes(first)
+    assert sum(not any(n is m for m in old) for n in graph_nodes(second)) == 7
+
 first_nodes = graph_nodes(first_without)
 second_nodes = graph_nodes(second_without)
 shared = [n for n in second_nodes if any(n is m for m in first_nodes)]

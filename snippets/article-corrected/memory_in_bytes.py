@@ -77,7 +77,7 @@ for retain in (True, False):
     one_graph["before backward"] = held_by_graphs()
     loss.backward(retain_graph=retain)
     one_graph[f"after backward(retain_graph={retain})"] = held_by_graphs()
-    del loss  # (3)!
+    del loss  # (1)!
     one_graph[f"  ... then del loss (retain_graph={retain})"] = held_by_graphs()
 # --8<-- [end:one-graph]
 
@@ -86,7 +86,7 @@ peak = {}
 for retain in (True, False):
     loss = forward()
     loss.backward(retain_graph=retain)
-    new_loss = forward()  # (4)!
+    new_loss = forward()  # (1)!
     peak[retain] = held_by_graphs()
     loss = new_loss
     loss.backward()

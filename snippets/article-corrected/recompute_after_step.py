@@ -35,7 +35,7 @@ else:
 # --8<-- [end:old-graph]
 
 # --8<-- [start:new-graph]
-loss = criterion(net(inputs), labels)  # (3)!
+loss = criterion(net(inputs), labels)  # (1)!
 loss.backward()
 new_grad = net.fc1.weight.grad.clone()
 # --8<-- [end:new-graph]

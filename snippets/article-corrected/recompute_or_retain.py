@@ -50,7 +50,7 @@ recompute_calls, recomputed = net.forward_calls, grads()
 # --8<-- [start:checkpoint]
 loss = criterion(checkpoint(net, inputs, use_reentrant=False), labels)
 calls_after_forward = net.forward_calls
-loss.backward()  # (3)!
+loss.backward()  # (1)!
 calls_after_backward = net.forward_calls
 plain = [p.grad.clone() for p in net.parameters()]
 # --8<-- [end:checkpoint]

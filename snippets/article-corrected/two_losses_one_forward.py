@@ -37,7 +37,7 @@ def grads():
 loss1, loss2 = losses()
 loss1.backward()
 try:
-    loss2.backward()  # (1)!
+    loss2.backward()  # the graph's saved tensors are already freed
 except RuntimeError as error:
     message = str(error)
 else:
@@ -48,14 +48,14 @@ net.zero_grad()
 
 # --8<-- [start:retain]
 loss1, loss2 = losses()
-loss1.backward(retain_graph=True)  # (2)!
+loss1.backward(retain_graph=True)  # keep them for the second backward
 loss2.backward()
 with_retain = grads()
 # --8<-- [end:retain]
 
 # --8<-- [start:sum]
 loss1, loss2 = losses()
-(loss1 + loss2).backward()  # (3)!
+(loss1 + loss2).backward()  # one backward pass through the shared graph
 with_sum = grads()
 # --8<-- [end:sum]
 
