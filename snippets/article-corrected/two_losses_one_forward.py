@@ -1,0 +1,70 @@
+import torch
+
+
+class Net(torch.nn.Module):  # the article's model, unchanged
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(10, 5)
+        self.fc2 = torch.nn.Linear(5, 2)
+
+    def forward(self, x):
+        x = torch.relu(self.fc1(x))
+        x = self.fc2(x)
+        return x
+
+
+torch.manual_seed(0)
+net = Net()
+criterion1 = torch.nn.CrossEntropyLoss()
+criterion2 = torch.nn.MSELoss()
+inputs = torch.randn(3, 10)
+labels1 = torch.LongTensor([1, 0, 1])
+labels2 = torch.randn(3, 2)
+
+
+def losses():
+    outputs = net(inputs)  # ONE forward pass, two losses on its output
+    return criterion1(outputs, labels1), criterion2(outputs, labels2)
+
+
+def grads():
+    result = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    return result
+
+
+# --8<-- [start:fails]
+loss1, loss2 = losses()
+loss1.backward()
+try:
+    loss2.backward()  # the graph's saved tensors are already freed
+except RuntimeError as error:
+    message = str(error)
+else:
+    raise AssertionError("the second backward should have failed")
+assert message.startswith("Trying to backward through the graph a second time")
+net.zero_grad()
+# --8<-- [end:fails]
+
+# --8<-- [start:retain]
+loss1, loss2 = losses()
+loss1.backward(retain_graph=True)  # keep them for the second backward
+loss2.backward()
+with_retain = grads()
+# --8<-- [end:retain]
+
+# --8<-- [start:sum]
+loss1, loss2 = losses()
+(loss1 + loss2).backward()  # one backward pass through the shared graph
+with_sum = grads()
+# --8<-- [end:sum]
+
+pairs = list(zip(with_retain, with_sum, strict=True))
+same = all(torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in pairs)
+assert same
+largest = max((a - b).abs().max().item() for a, b in pairs)
+assert largest < 1e-6  # float32 rounding: the additions happen in another order
+
+print("without retain_graph:", message.split(" (")[0])
+print("retain_graph=True and (loss1 + loss2).backward() give the same gradients:", same)
+print(f"largest difference: {largest:.1e} (float32 rounding)")
