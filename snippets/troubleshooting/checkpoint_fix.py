@@ -16,6 +16,8 @@ out = checkpoint(block, x, use_reentrant=False)
 out.sum().backward(inputs=[x])  # (2)!
 assert torch.allclose(x.grad, plain)
 assert all(p.grad is None for p in block.parameters())  # only x was asked for
+docs = " ".join(checkpoint.__doc__.split())
+assert "It is recommended that you use ``use_reentrant=False``" in docs  # (3)!
 print("without checkpoint:  ", plain[0].round(decimals=4))
 print("autograd.grad:       ", by_grad[0].round(decimals=4))
 print("backward(inputs=[x]):", x.grad[0].round(decimals=4))
