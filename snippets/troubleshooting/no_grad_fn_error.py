@@ -32,5 +32,11 @@ for make_loss in (under_no_grad, frozen_model, rebuilt_from_a_number):
     else:
         raise AssertionError("backward should have failed")
     assert message == "element 0 of tensors does not require grad and does not have a grad_fn"
+    try:
+        loss.backward(retain_graph=True)  # no graph to retain: the same error
+    except RuntimeError as error:
+        assert str(error) == message
+    else:
+        raise AssertionError("backward should have failed")
     print(f"{make_loss.__name__:22} requires_grad={loss.requires_grad}  grad_fn={loss.grad_fn}")
 print(message)
