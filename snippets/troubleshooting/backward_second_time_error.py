@@ -1,0 +1,26 @@
+import torch
+
+torch.manual_seed(0)
+
+cell = torch.nn.RNNCell(4, 8)
+optimizer = torch.optim.SGD(cell.parameters(), lr=0.1)
+h = torch.zeros(1, 8)
+
+for step in range(3):
+    x = torch.randn(1, 4)
+    h = cell(x, h)  # (1)!
+    loss = h.pow(2).mean()
+    optimizer.zero_grad()
+    try:
+        loss.backward()  # (2)!
+    except RuntimeError as error:
+        message = str(error)
+        break
+    print(f"step {step}: backward ok")
+    optimizer.step()
+else:
+    raise AssertionError("a backward should have failed")
+
+assert step == 1  # the first backward works, the second one fails
+assert message.startswith("Trying to backward through the graph a second time")
+print(f"step {step}:", message.replace(". ", ".\n"))
