@@ -96,3 +96,52 @@ def on_post_page(output, page, config):
         return match[1] + new + match[3]
 
     return BASE.sub(one_level_up, output, count=1)
+
+
+# --- Chinese soft line breaks ------------------------------------------------------
+#
+# Markdown turns a line break inside a paragraph into a space. Between two Chinese
+# characters that space is visible and wrong, so the Chinese pages may be wrapped in the
+# source like the English ones: here a break between CJK text is joined without a space.
+
+CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u201c\u201d\u2018\u2019"
+ENDS_CJK = re.compile(rf"[{CJK}]$")
+STARTS_CJK = re.compile(rf"(?:\*\*|\*|_|\[)?[{CJK}]")
+BLOCK_START = re.compile(r"([-*+] |\d+[.)] |#|>|\||`{3}|~{3}|!!!|\?\?\?|===|<|--8<--|\[\^|\*\*\*)")
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def join_cjk_lines(markdown: str) -> str:
+    """Join soft-wrapped lines of Chinese text, leaving code fences and blocks alone."""
+    out: list[str] = []
+    fence = None
+    for line in markdown.split("\n"):
+        opened = FENCE.match(line)
+        if fence:
+            if opened and opened[1][0] == fence[0] and len(opened[1]) >= len(fence):
+                fence = None
+            out.append(line)
+            continue
+        if opened:
+            fence = opened[1]
+            out.append(line)
+            continue
+        stripped = line.lstrip()
+        if (
+            out
+            and not out[-1].endswith("  ")  # two trailing spaces: a deliberate hard break
+            and ENDS_CJK.search(out[-1].rstrip())
+            and stripped
+            and not BLOCK_START.match(stripped)
+            and STARTS_CJK.match(stripped)
+        ):
+            out[-1] = out[-1].rstrip() + stripped
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def on_page_markdown(markdown, page, config, files):
+    if config.theme.get("language") == "zh":
+        return join_cjk_lines(markdown)
+    return markdown
