@@ -18,5 +18,6 @@ assert torch.allclose(w.grad, first)
 
 assert len(caught) == 1 and issubclass(caught[0].category, UserWarning)
 assert "reference cycle" in str(caught[0].message)
+assert "reset the .grad fields of your parameters to None" in str(caught[0].message)
 print("second backward ran; w.grad =", w.grad.round(decimals=4))
 print("warning:", str(caught[0].message).split(".")[0] + ".")

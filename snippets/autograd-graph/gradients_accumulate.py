@@ -15,7 +15,8 @@ one = torch.autograd.grad(loss_fn(), w)[0]  # (1)!
 for step in range(1, 4):
     loss_fn().backward()  # (2)!
     assert torch.allclose(w.grad, step * one)
-    print(f"after {step} backward calls: w.grad / one gradient = {(w.grad / one).round()}")
+    calls = "call " if step == 1 else "calls"
+    print(f"after {step} backward {calls}: w.grad / one gradient = {(w.grad / one).round()}")
 
 w.grad = None  # (3)!
 loss_fn().backward()
