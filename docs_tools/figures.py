@@ -73,7 +73,7 @@ FIGURES = {
     ),
     "graph-no-saved-tensors": (
         no_saved_tensors_after_backward,
-        "A graph of additions only, after backward(): it saved no tensors, nothing to free",
+        "A graph of additions, a subtraction and a sum after backward(): no saved tensors to free",
     ),
 }
 
