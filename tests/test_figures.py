@@ -115,3 +115,18 @@ def test_svg_is_self_contained_and_theme_aware():
         ids = re.findall(r'\bid="([^"]+)"', svg)
         stem = name.removesuffix(".svg")
         assert all(i.startswith(stem) for i in ids), ids  # unique on a page with several
+
+
+def figure_includes(page: Path) -> list[str]:
+    return re.findall(r'^--8<-- "docs/assets/figures/([^"]+)"$', page.read_text("utf-8"), re.M)
+
+
+def test_both_languages_show_the_same_figures_and_every_figure_is_shown():
+    shown = set()
+    for en in sorted((ROOT / "docs").rglob("*.md")):
+        if en.name.endswith(".zh.md"):
+            continue
+        zh = en.with_name(en.name.removesuffix(".md") + ".zh.md")
+        assert figure_includes(en) == figure_includes(zh), en
+        shown.update(figure_includes(en))
+    assert shown == set(figures.build())
