@@ -1,0 +1,1 @@
+"""Tools that build parts of the documentation (figures) from real PyTorch runs."""
