@@ -26,5 +26,7 @@ else:
 assert message.startswith(
     "one of the variables needed for gradient computation has been modified by an inplace operation"
 )
+# The stale tensor is the transposed weight of D's last Linear, shape (1, 8) -> [8, 1].
+assert tuple(D[2].weight.shape) == (1, 8) and "[torch.FloatTensor [8, 1]]" in message
 assert "is at version" in message and "expected version" in message
 print(message.split(" Hint:")[0].replace(": [", ":\n[").replace(", is at", ",\nis at"))

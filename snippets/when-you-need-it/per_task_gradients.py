@@ -24,8 +24,8 @@ dot = torch.dot(flat_a, flat_b)
 print("g_a . g_b =", round(dot.item(), 4))
 assert dot < 0  # the two tasks pull the shared layer in conflicting directions
 
-# PCGrad: remove from g_a its component along g_b when they conflict  (4)!
-projected = flat_a - dot / flat_b.dot(flat_b) * flat_b
+# PCGrad: when they conflict, remove from g_a its component along g_b.
+projected = flat_a - dot / flat_b.dot(flat_b) * flat_b  # (4)!
 print("after projection:", round(abs(projected.dot(flat_b).item()), 4))
 assert abs(projected.dot(flat_b).item()) < 1e-6
 
