@@ -1,3 +1,5 @@
+import warnings
+
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -51,3 +53,11 @@ assert (plain_calls, ckpt_calls) == (1, 2)  # (4)!
 print("same gradients:", same)
 print(f"bytes the block saves for backward: {plain_bytes} plain, {ckpt_bytes} checkpointed")
 print(f"forward calls of the block:         {plain_calls} plain, {ckpt_calls} checkpointed")
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    checkpoint(block, x)  # (5)!
+message = str(caught[0].message)
+assert "the use_reentrant parameter should be passed explicitly" in message
+assert "use_reentrant=False is recommended" in message
+print("without use_reentrant:", message.split(". ")[0] + ".")
