@@ -27,7 +27,8 @@ BROKEN = FIXTURES / "broken_snippets"
     ],
 )
 def test_broken_snippet_is_caught(name, expected):
-    problems = snippetcheck.check(BROKEN / name, timeout=3)
+    # Only hangs.py gets the short limit: importing torch alone can take over 3 s on a busy machine.
+    problems = snippetcheck.check(BROKEN / name, timeout=3 if name == "hangs.py" else 60)
     assert problems, f"{name} passed the checker, but it is broken"
     assert expected in "\n".join(problems)
 
