@@ -1,4 +1,5 @@
 import gc
+import inspect
 import warnings
 import weakref
 
@@ -43,3 +44,6 @@ for how in ("backward, then .grad = None", "autograd.grad"):
     assert not leaked
     print(f"{how + ':':29} parameter still alive after del + gc:", leaked)
 assert not caught  # the last run, torch.autograd.grad, gave no warning
+
+# optimizer.zero_grad() sets .grad to None by default, which also breaks the cycle.
+assert inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default

@@ -31,5 +31,6 @@ for step in range(3):
     g_loss.backward()  # (5)!
     opt_G.step()
     assert all(p.grad is not None for p in G.parameters())
+    assert all(p.grad is not None for p in D.parameters())  # cleared by opt_D.zero_grad()
     print(f"step {step}: d_loss {d_loss.item():.4f}  g_loss {g_loss.item():.4f}")
 print("no retain_graph=True anywhere")
