@@ -1,0 +1,48 @@
+import inspect
+
+import torch
+from torch.func import grad, vjp
+
+torch.manual_seed(0)
+
+
+def f(x):
+    return x.exp() * x.sin()
+
+
+x = torch.randn(3)
+u, v = torch.randn(3), torch.randn(3)
+
+# With retain_graph: one graph, two backward passes with different output weights.
+xr = x.clone().requires_grad_()
+y = f(xr)
+(ju,) = torch.autograd.grad(y, xr, grad_outputs=u, retain_graph=True)
+(jv,) = torch.autograd.grad(y, xr, grad_outputs=v)
+
+# torch.func.vjp: one forward, and a vjp_fn you may call as often as you like.
+y_func, vjp_fn = vjp(f, x)  # (1)!
+(ju_func,) = vjp_fn(u)
+(jv_func,) = vjp_fn(v)
+(ju_again,) = vjp_fn(u)
+same = torch.allclose(ju, ju_func) and torch.allclose(jv, jv_func)
+assert same and torch.equal(ju_func, ju_again) and torch.equal(y_func, y.detach())
+print("vjp_fn(u), vjp_fn(v), vjp_fn(u) match autograd:", same)
+
+default = inspect.signature(vjp_fn).parameters["retain_graph"].default
+assert default is True  # (2)!
+print("vjp_fn's own retain_graph defaults to:", default)
+vjp_fn(v, retain_graph=False)  # (3)!
+try:
+    vjp_fn(u)
+except RuntimeError as error:
+    assert str(error).startswith("Trying to backward through the graph a second time")
+    print("after vjp_fn(v, retain_graph=False): the graph is freed")
+else:
+    raise AssertionError("the graph should have been freed")
+
+# torch.func.grad: the gradient as a function; no .grad, no graph left behind.
+df = grad(lambda t: f(t).sum())  # (4)!
+xg = x.clone().requires_grad_()
+f(xg).sum().backward()
+assert torch.allclose(df(x), xg.grad)
+print("grad(f)(x) == x.grad after backward:", torch.allclose(df(x), xg.grad))
