@@ -501,8 +501,15 @@ def machine() -> dict:
 
 
 def run(quick: bool = False, device: str = "cpu", threads: int = 1, log=print) -> dict:
-    dev = torch.device(device)
+    threads_before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    try:
+        return _run(quick, torch.device(device), log)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run(quick: bool, dev: torch.device, log) -> dict:
     started = time.perf_counter()
     sizes = QUICK_SIZES if quick else FULL_SIZES
     loop_size = sizes[0]
