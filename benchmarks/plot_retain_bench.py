@@ -4,7 +4,7 @@
 
 reads ``benchmarks/results/retain_bench.json`` and writes, for English and Chinese:
 
-- ``docs/assets/benchmarks/<figure>.<lang>.svg``: the figures. Text is converted to paths,
+- ``docs/assets/benchmarks/<figure>-<lang>.svg``: the figures. Text is converted to paths,
   so the site needs no font at read time; backgrounds are transparent and every ink is a
   mid-tone, so one file reads on Material's light and dark themes.
 - ``benchmarks/results/tables/<table>.<lang>.md``: the tables the page includes.
@@ -192,7 +192,7 @@ def size_label(row_or_size: dict) -> str:
 
 def save(fig, name: str, lang: str, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.{lang}.svg"
+    path = out_dir / f"{name}-{lang}.svg"
     fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     return path
