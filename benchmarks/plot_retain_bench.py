@@ -92,6 +92,9 @@ TEXT = {
             "ratio": "÷ summed",
             "peak": "Peak held by graphs",
             "held": "Held after the step",
+            "range": "Time ÷ summed (range over the sizes)",
+            "peak_largest": "Peak held, largest model",
+            "held_largest": "Held after the step, largest model",
         },
     },
     "zh": {
@@ -132,6 +135,9 @@ TEXT = {
             "ratio": "÷ 相加",
             "peak": "计算图占用峰值",
             "held": "这一步结束后仍占用",
+            "range": "耗时 ÷ 相加（各尺寸的范围）",
+            "peak_largest": "占用峰值（最大的模型）",
+            "held_largest": "这一步结束后仍占用（最大的模型）",
         },
     },
 }
@@ -350,13 +356,77 @@ def table_strategies(results: dict, lang: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_summary(results: dict, lang: str) -> str:
+    t = TEXT[lang]
+    h = t["table"]
+    rows = rows_by(results)
+    sizes = size_names(results)
+    largest = sizes[-1]
+    lines = [
+        f"| {h['strategy']} | {h['range']} | {h['peak_largest']} | {h['held_largest']} |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for s in strategy_names(results):
+        ratios = [rows[(z, s)]["ratio_to_summed"] for z in sizes]
+        span = f"{min(ratios):.2f}" if min(ratios) == max(ratios) else (
+            f"{min(ratios):.2f} – {max(ratios):.2f}"
+        )
+        big = rows[(largest, s)]
+        lines.append(
+            f"| {t['strategy'][s]} | {span} | {mib(big['peak_bytes'])} "
+            f"| {mib(big['held_after_bytes'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+MACHINE_TEXT = {
+    "en": {
+        "what": "What", "value": "Value", "cpu": "CPU", "cpus": "logical CPUs",
+        "threads": "torch threads", "torch": "PyTorch", "python": "Python",
+        "device": "device", "date": "date (UTC)",
+        "load": "load average at the start (1, 5, 15 min)",
+        "total": "whole run", "seconds": "{s:.0f} s",
+    },
+    "zh": {
+        "what": "项目", "value": "值", "cpu": "CPU", "cpus": "逻辑 CPU 数",
+        "threads": "torch 线程数", "torch": "PyTorch", "python": "Python",
+        "device": "设备", "date": "日期（UTC）", "load": "开始时的平均负载（1、5、15 分钟）",
+        "total": "完整运行耗时", "seconds": "{s:.0f} 秒",
+    },
+}
+
+
+def table_machine(results: dict, lang: str) -> str:
+    t = MACHINE_TEXT[lang]
+    m = results["machine"]
+    rows = [
+        (t["cpu"], m["cpu"]),
+        (t["cpus"], str(m["logical_cpus"])),
+        (t["threads"], str(m["torch_threads"])),
+        (t["device"], results["device"]),
+        (t["torch"], m["torch"]),
+        (t["python"], m["python"]),
+        (t["date"], results["date"].replace("T", " ").removesuffix("+00:00")),
+    ]
+    if "load_average_at_start" in m:
+        rows.append((t["load"], ", ".join(f"{v:.2f}" for v in m["load_average_at_start"])))
+    rows.append((t["total"], t["seconds"].format(s=results["total_seconds"])))
+    lines = [f"| {t['what']} | {t['value']} |", "| --- | --- |"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(lines) + "\n"
+
+
+TABLES = {"strategies": table_strategies, "summary": table_summary, "machine": table_machine}
+
+
 def write_tables(results: dict, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for lang in LANGS:
-        path = out_dir / f"strategies.{lang}.md"
-        path.write_text(table_strategies(results, lang), encoding="utf-8")
-        paths.append(path)
+    for name, table in TABLES.items():
+        for lang in LANGS:
+            path = out_dir / f"{name}.{lang}.md"
+            path.write_text(table(results, lang), encoding="utf-8")
+            paths.append(path)
     return paths
 
 

@@ -172,3 +172,37 @@ def test_committed_results_are_consistent():
     assert [(r["size"], r["strategy"], int(r["peak_bytes"])) for r in csv_rows] == [
         (r["size"], r["strategy"], r["peak_bytes"]) for r in results["strategies"]
     ]
+
+
+def test_bptt_without_detach_needs_retain_graph():
+    """Why people add retain_graph=True there: the second step reaches the freed first graph."""
+    model, xs, ys = rb.bptt_data(rb.QUICK_BPTT, torch.device("cpu"))
+    h = torch.zeros(rb.QUICK_BPTT.batch, rb.QUICK_BPTT.hidden)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        for t in range(2):
+            pred, h = model(xs[t], h)
+            torch.nn.functional.mse_loss(pred, ys[t]).backward()
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def test_committed_results_support_what_the_page_says():
+    """The page's conclusions about time hold in the committed numbers (not asserted live)."""
+    results = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    by_size: dict[str, dict[str, dict]] = {}
+    for row in results["strategies"]:
+        by_size.setdefault(row["size"], {})[row["strategy"]] = row
+    for size, rows in by_size.items():
+        fastest = min(rows.values(), key=lambda r: r["median_s"])
+        assert fastest["strategy"] == "summed", size  # "the fastest at every size"
+        assert rows["retain"]["median_s"] < rows["recompute"]["median_s"], size
+        assert all(r["ratio_to_summed"] > 1 for n, r in rows.items() if n != "summed")
+    bptt = results["truncated_bptt"]
+    grows = bptt["not_detached_retain"]["seconds_per_step"]
+    flat = bptt["detached"]["seconds_per_step"]
+    # "it grows with the step number": the last 30 steps are over 10x the first 30
+    assert median(grows[-30:]) > 10 * median(grows[:30])
+    # "the detached loop stays flat": within a factor 2 from start to end
+    assert median(flat[-30:]) < 2 * median(flat[:30])
