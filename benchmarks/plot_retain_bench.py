@@ -4,7 +4,7 @@
 
 reads ``benchmarks/results/retain_bench.json`` and writes, for English and Chinese:
 
-- ``docs/assets/benchmarks/<figure>-<lang>.svg``: the figures. Text is converted to paths,
+- ``docs/assets/benchmarks/<figure>.<lang>.svg``: the figures. Text is converted to paths,
   so the site needs no font at read time; backgrounds are transparent and every ink is a
   mid-tone, so one file reads on Material's light and dark themes.
 - ``benchmarks/results/tables/<table>.<lang>.md``: the tables the page includes.
@@ -198,7 +198,7 @@ def size_label(row_or_size: dict) -> str:
 
 def save(fig, name: str, lang: str, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}-{lang}.svg"
+    path = out_dir / f"{name}.{lang}.svg"
     fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     return path
@@ -287,8 +287,10 @@ def figure_forgotten_retain(results: dict, lang: str, out_dir: Path) -> Path:
     for name, data in variants.items():
         held = [b / MIB for b in data["held_after_iteration_bytes"]]
         color, line, marker = styles[name]
+        wide = name == "correct"  # drawn under the identical zero line of keep_loss
         ax.plot(range(1, len(held) + 1), held, line, color=color, marker=marker,
-                markersize=4, label=t["loop"][name])
+                markersize=7 if wide else 4, linewidth=4 if wide else 1.5,
+                alpha=0.6 if wide else 1.0, label=t["loop"][name])
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(t["iteration"])
     ax.set_ylabel(t["held_iter"])

@@ -47,7 +47,7 @@ def test_generator_draws_every_glyph(generated):
 @pytest.mark.parametrize("name", FIGURE_NAMES)
 def test_figures_need_nothing_at_read_time(generated, name, lang):
     figures, *_ = generated
-    svg = (figures / f"{name}-{lang}.svg").read_text(encoding="utf-8")
+    svg = (figures / f"{name}.{lang}.svg").read_text(encoding="utf-8")
     assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
     assert "<text" not in svg, "text must be drawn as paths"
     assert "@font-face" not in svg
@@ -59,7 +59,7 @@ def test_figures_need_nothing_at_read_time(generated, name, lang):
 @pytest.mark.parametrize("lang", plot.LANGS)
 @pytest.mark.parametrize("name", FIGURE_NAMES)
 def test_committed_figures_exist(name, lang):
-    assert (plot.FIGURES_DIR / f"{name}-{lang}.svg").exists()
+    assert (plot.FIGURES_DIR / f"{name}.{lang}.svg").exists()
 
 
 def test_committed_tables_are_the_generated_ones(generated):
@@ -77,8 +77,8 @@ def test_committed_english_figures_are_the_generated_ones(generated):
     """English figures use matplotlib's bundled font, so they regenerate byte for byte."""
     figures, *_ = generated
     for name in FIGURE_NAMES:
-        fresh = (figures / f"{name}-en.svg").read_text(encoding="utf-8")
-        committed = (plot.FIGURES_DIR / f"{name}-en.svg").read_text(encoding="utf-8")
+        fresh = (figures / f"{name}.en.svg").read_text(encoding="utf-8")
+        committed = (plot.FIGURES_DIR / f"{name}.en.svg").read_text(encoding="utf-8")
         assert fresh == committed, (
-            f"{name}-en.svg is stale: run python benchmarks/plot_retain_bench.py"
+            f"{name}.en.svg is stale: run python benchmarks/plot_retain_bench.py"
         )
