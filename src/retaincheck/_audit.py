@@ -52,7 +52,8 @@ class CallRecord:
     executions: int = 0
     """How many times this call site ran with ``retain_graph=True``."""
     needed: bool = False
-    """True when a later ``backward``/``grad`` call executed a node of a graph this site retained."""
+    """True when a later ``backward``/``grad`` call executed a node of a graph this site
+    retained."""
     retained_bytes: int = 0
     """Bytes of the distinct storages held by saved tensors of the retained graph, largest over
     the executions; parameters (leaf tensors that require grad) are not counted."""
