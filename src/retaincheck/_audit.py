@@ -100,8 +100,8 @@ class CallRecord:
         if self.reused_by == [self.site]:
             if self.kind == "backward":
                 return (
-                    "keep it, or use torch.autograd.grad (is_grads_batched=True computes many "
-                    "rows in one call) instead of repeated backward()"
+                    "if a hidden state or running total is carried across iterations, detach() "
+                    "it (h = h.detach()) and drop retain_graph=True; otherwise keep it"
                 )
             return "keep it, or compute all rows in one call with is_grads_batched=True"
         return (
