@@ -292,7 +292,7 @@ class _Session:
             with _LOCK:
                 record = self.records.get(key)
                 if record is None:
-                    code = linecache.getline(filename, key[1]).strip()
+                    code = _without_comment(linecache.getline(filename, key[1]))
                     record = CallRecord(key[0], key[1], function, code, kind)
                     self.records[key] = record
                     self.report.calls.append(record)
@@ -408,6 +408,20 @@ def _storage_key(tensor):
         return (str(tensor.device), storage.data_ptr()), storage.nbytes()
     except Exception:
         return None
+
+
+def _without_comment(line: str) -> str:
+    """The source line, stripped, without a trailing comment."""
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return line[: tok.start[1]].strip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return line.strip()
 
 
 def _display_path(filename: str) -> str:
