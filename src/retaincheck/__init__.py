@@ -1,7 +1,8 @@
 """retaincheck: is the ``retain_graph=True`` in your PyTorch script needed, and what does it cost?
 
-Wrap the code in :class:`audit`, or run a whole script with ``python -m retaincheck
-train.py``. Importing this package patches nothing; only an active :class:`audit` does.
+Wrap the code in [`audit`][retaincheck.audit], or run a whole script with
+``python -m retaincheck train.py``. Importing this package patches nothing; only an active
+[`audit`][retaincheck.audit] does.
 """
 
 from ._audit import CallRecord, Report, audit

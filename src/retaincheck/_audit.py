@@ -2,8 +2,8 @@
 
 How it works, in short:
 
-* While an :func:`audit` is active, ``torch.autograd.backward`` (which ``Tensor.backward``
-  calls) and ``torch.autograd.grad`` are replaced by thin wrappers that pass every argument
+* While an audit is active, ``torch.autograd.backward`` (which ``Tensor.backward`` calls)
+  and ``torch.autograd.grad`` are replaced by thin wrappers that pass every argument
   through unchanged and note who called them.
 * When a call made with ``retain_graph=True`` returns, the audit walks every node reachable from
   its roots, adds up the saved tensors the graph still holds, and registers a pre-hook on each
@@ -130,7 +130,8 @@ class CallRecord:
 
 @dataclass
 class Report:
-    """What an :func:`audit` found: one :class:`CallRecord` per call site, in first-call order.
+    """What an [`audit`][retaincheck.audit] found: one [`CallRecord`][retaincheck.CallRecord]
+    per call site, in first-call order.
 
     The verdicts are final once the ``with`` block has exited.
     """
@@ -142,7 +143,7 @@ class Report:
         return {"calls": [c.to_dict() for c in self.calls]}
 
     def to_json(self, **kwargs) -> str:
-        """The report as one JSON object; keyword arguments go to :func:`json.dumps`."""
+        """The report as one JSON object; keyword arguments go to `json.dumps`."""
         return json.dumps(self.to_dict(), **kwargs)
 
     def format(self) -> str:
@@ -437,12 +438,8 @@ def _display_path(filename: str) -> str:
 class audit:
     """Audit every ``retain_graph=True`` in a block of code.
 
-    Use it as a context manager; it yields a :class:`Report` that is complete once the block
-    exits::
-
-        with retaincheck.audit() as report:
-            train_one_epoch()
-        print(report)
+    Use it as a context manager, `with retaincheck.audit() as report:`; the
+    [`Report`][retaincheck.Report] it gives is complete once the block exits.
 
     Inside the block, every call to ``Tensor.backward``, ``torch.autograd.backward`` or
     ``torch.autograd.grad`` that passes ``retain_graph=True`` explicitly is recorded with its
