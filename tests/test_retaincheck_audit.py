@@ -1,0 +1,269 @@
+"""retaincheck.audit(): verdicts, bytes, leaks, and that it never changes results.
+
+Every verdict on a fixture is checked against ground truth: the same script with that one
+``retain_graph=True`` turned into ``retain_graph=False``. If the audit says "not needed", that
+script must run and give bit-identical results; if it says "needed", that script must fail with
+PyTorch's "backward through the graph a second time" error.
+"""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import retaincheck
+
+FIXTURES = Path(__file__).parent / "fixtures" / "retaincheck"
+
+# fixture -> [(needed, history_leak), ...] per call site, in first-call order
+EXPECTED = {
+    "article_example_1.py": [(False, False)],
+    "article_example_3.py": [(False, False)],
+    "article_example_4.py": [(False, False)],
+    "two_losses.py": [(True, False)],
+    "shared_subgraph.py": [(True, False)],
+    "repeated_grad.py": [(True, False)],
+    "gradient_penalty.py": [(True, False)],
+    "double_backward_only.py": [(False, False)],
+    "jacobian_rows.py": [(True, False)],
+    "gan_step.py": [(True, False)],
+    "rnn_leak.py": [(True, True)],
+    "rnn_detached.py": [(False, False)],
+    "no_saved_tensors.py": [(False, False)],
+    "no_retain.py": [],
+}
+
+
+def test_every_fixture_has_an_expectation():
+    assert sorted(p.name for p in FIXTURES.glob("*.py")) == sorted(EXPECTED)
+
+
+def run_script(path: Path, audited: bool):
+    """Run a script in this process, seeded; return (its globals, report or None)."""
+    torch.manual_seed(0)
+    if not audited:
+        return runpy.run_path(str(path), run_name="__main__"), None
+    with retaincheck.audit() as report:
+        result = runpy.run_path(str(path), run_name="__main__")
+    return result, report
+
+
+def results_of(namespace: dict) -> dict[str, torch.Tensor]:
+    """Every tensor a script left behind, every parameter, and all their gradients."""
+    out = {}
+    for name, value in namespace.items():
+        if isinstance(value, torch.Tensor):
+            out[name] = value.detach()
+            if value.is_leaf and value.grad is not None:
+                out[name + ".grad"] = value.grad
+        elif isinstance(value, torch.nn.Module):
+            for pname, p in value.named_parameters():
+                out[f"{name}.{pname}"] = p.detach()
+                out[f"{name}.{pname}.grad"] = p.grad
+        elif isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
+            for i, t in enumerate(value):
+                out[f"{name}[{i}]"] = t.detach()
+    return out
+
+
+def assert_identical(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for key in a:
+        if a[key] is None or b[key] is None:
+            assert a[key] is None and b[key] is None, key
+        else:
+            assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_verdicts(name):
+    _, report = run_script(FIXTURES / name, audited=True)
+    got = [(c.needed, c.history_leak) for c in report.calls]
+    assert got == EXPECTED[name], report.format()
+    for call in report.calls:
+        assert call.file.endswith(name) and "retain_graph=True" in _statement(FIXTURES / name, call)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_results_are_identical_with_and_without_the_audit(name):
+    plain, _ = run_script(FIXTURES / name, audited=False)
+    audited, _ = run_script(FIXTURES / name, audited=True)
+    assert_identical(results_of(plain), results_of(audited))
+
+
+def _statement(path: Path, call) -> str:
+    """The source of the call: from its line up to the line holding its closing parenthesis."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    text, depth = "", 0
+    for line in lines[call.line - 1 :]:
+        text += line + "\n"
+        depth += line.count("(") - line.count(")")
+        if depth <= 0:
+            break
+    return text
+
+
+def _without_retain(path: Path, call, tmp_path: Path) -> Path:
+    """A copy of the script where this call site says retain_graph=False."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for i in range(call.line - 1, len(lines)):
+        if "retain_graph=True" in lines[i]:
+            lines[i] = lines[i].replace("retain_graph=True", "retain_graph=False")
+            break
+    else:
+        raise AssertionError(f"no retain_graph=True at or after {call.site}")
+    copy = tmp_path / path.name
+    copy.write_text("".join(lines), encoding="utf-8")
+    return copy
+
+
+@pytest.mark.parametrize("name", sorted(n for n, calls in EXPECTED.items() if calls))
+def test_verdicts_agree_with_running_the_script_without_the_retain(name, tmp_path):
+    """The ground truth: "not needed" means the script works, identically, without it."""
+    original = FIXTURES / name
+    _, report = run_script(original, audited=True)
+    plain, _ = run_script(original, audited=False)
+    for call in report.calls:
+        copy = _without_retain(original, call, tmp_path)
+        if call.needed:
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                run_script(copy, audited=False)
+        else:
+            without, _ = run_script(copy, audited=False)
+            assert_identical(results_of(plain), results_of(without))
+
+
+def test_a_call_site_in_a_loop_is_one_record():
+    _, report = run_script(FIXTURES / "jacobian_rows.py", audited=True)
+    (call,) = report.calls
+    assert call.executions == 3 and call.kind == "grad"
+    assert call.reused_by == [call.site]
+    _, report = run_script(FIXTURES / "rnn_leak.py", audited=True)
+    (call,) = report.calls
+    assert call.executions == 4 and call.history_leak
+    assert "detach" in call.suggestion and call.verdict.startswith("needed only because")
+
+
+def test_the_suggestions_name_the_fix():
+    def suggestion(name):
+        return run_script(FIXTURES / name, audited=True)[1].calls[0].suggestion
+
+    assert suggestion("article_example_1.py").startswith("remove retain_graph=True")
+    assert "sum the losses" in suggestion("two_losses.py")
+    assert "is_grads_batched=True" in suggestion("repeated_grad.py")
+    assert "retain_graph=False" in suggestion("double_backward_only.py")
+    assert "h.detach()" in suggestion("rnn_leak.py")
+
+
+def test_bytes_count_each_storage_once_and_leave_out_parameters():
+    torch.manual_seed(0)
+    x = torch.randn(1000, requires_grad=True)  # a leaf: not counted
+    inputs = torch.randn(1000)
+    with retaincheck.audit() as report:
+        y = (x * inputs).exp()  # MulBackward saves x (leaf) and inputs; ExpBackward saves y
+        z = (y * y).sum()  # saves y twice: the same storage, counted once
+        z.backward(retain_graph=True)
+    (call,) = report.calls
+    assert call.retained_bytes == 1000 * 4 + 1000 * 4  # inputs + y
+
+    lin = torch.nn.Linear(100, 50)
+    batch = torch.randn(8, 100)
+    with retaincheck.audit() as report:
+        lin(batch).relu().sum().backward(retain_graph=True)
+    (call,) = report.calls
+    # addmm saves the batch (weight.t() is the parameter's storage); relu saves its output
+    assert call.retained_bytes == 8 * 100 * 4 + 8 * 50 * 4
+
+
+def test_no_saved_tensors_means_zero_bytes_and_an_empty_script_an_empty_report():
+    _, report = run_script(FIXTURES / "no_saved_tensors.py", audited=True)
+    assert [c.retained_bytes for c in report.calls] == [0]
+    _, report = run_script(FIXTURES / "no_retain.py", audited=True)
+    assert report.calls == [] and report.to_dict() == {"calls": []}
+    assert "no backward() or autograd.grad() call used retain_graph=True" in report.format()
+
+
+def test_doubt_is_resolved_towards_needed():
+    """A reuse through a name bound before the audit is not recorded, but still counts."""
+    from torch.autograd import grad as bound_early
+
+    x = torch.randn(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        y = (x * x).exp().sum()
+        y.backward(retain_graph=True)
+        bound_early(y, x)
+    assert [(c.needed, c.reused_by) for c in report.calls] == [(True, ["?"])]
+
+
+def test_the_call_site_is_the_users_line():
+    x = torch.randn(3, requires_grad=True)
+    y = (x * 2).exp().sum()
+    with retaincheck.audit() as report:
+        line = sys._getframe().f_lineno + 1
+        torch.autograd.backward(y, retain_graph=True)
+        y.backward()
+    (call,) = report.calls
+    assert call.line == line and call.file.endswith("test_retaincheck_audit.py")
+    assert call.function == "test_the_call_site_is_the_users_line"
+    assert call.code == "torch.autograd.backward(y, retain_graph=True)"
+    assert call.needed and call.kind == "backward"
+
+
+def test_everything_is_restored_also_when_the_block_raises():
+    backward, grad, tensor_backward = (
+        torch.autograd.backward,
+        torch.autograd.grad,
+        torch.Tensor.backward,
+    )
+    x = torch.randn(3, requires_grad=True)
+    y = (x * 2).exp().sum()
+    with pytest.raises(ZeroDivisionError):
+        with retaincheck.audit() as report:
+            assert torch.autograd.backward is not backward  # patched inside
+            y.backward(retain_graph=True)
+            raise ZeroDivisionError("the block fails")
+    assert torch.autograd.backward is backward and torch.autograd.grad is grad
+    assert torch.Tensor.backward is tensor_backward
+    # The hooks are gone: a later reuse outside the block changes nothing.
+    assert report.calls[0].needed is False
+    y.backward()
+    assert report.calls[0].needed is False
+    assert "retaincheck" not in y.grad_fn.metadata
+    assert "retaincheck" not in y.grad_fn.next_functions[0][0].metadata
+
+
+def test_audits_do_not_nest():
+    with retaincheck.audit():
+        with pytest.raises(RuntimeError, match="do not nest"):
+            with retaincheck.audit():
+                pass
+    with retaincheck.audit() as report:  # and the failed attempt left nothing behind
+        pass
+    assert report.calls == []
+
+
+def test_importing_retaincheck_patches_nothing():
+    code = (
+        "import torch\n"
+        "before = (torch.autograd.backward, torch.autograd.grad, torch.Tensor.backward,\n"
+        "          torch.autograd.graph._engine_run_backward)\n"
+        "import retaincheck, retaincheck.__main__\n"
+        "after = (torch.autograd.backward, torch.autograd.grad, torch.Tensor.backward,\n"
+        "         torch.autograd.graph._engine_run_backward)\n"
+        "assert all(a is b for a, b in zip(before, after))\n"
+        "print('ok')\n"
+    )
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
