@@ -50,3 +50,12 @@ def built_site(tmp_path_factory) -> BuiltSite:
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{log[-6000:]}"
     return BuiltSite(out, log, seconds)
+
+
+@pytest.fixture(scope="session")
+def served_site(built_site):
+    """The built site served on 127.0.0.1 at a free port; yields its base URL."""
+    import siteserver
+
+    with siteserver.serve(built_site.path) as base:
+        yield base
