@@ -29,7 +29,7 @@ ROOT = mdfences.ROOT
 ARTIFACTS = ROOT / "test-artifacts"
 PAIRS = siteserver.page_pairs()
 PAGES = [(pair, lang) for pair in PAIRS for lang in siteserver.LANGS]
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = os.environ.get("CHROMIUM", "chromium")  # Debian: /usr/bin/chromium
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -37,6 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--disable-dev-shm-usage",  # containers have a small /dev/shm
 ]
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 PHONE_WIDTH = 375
