@@ -33,8 +33,20 @@ class BuiltSite:
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory) -> BuiltSite:
-    """The site, built once per test session with ``mkdocs build --strict``."""
+def site_port() -> int:
+    """The 127.0.0.1 port the test site is served on; the build's site_url names it."""
+    import siteserver
+
+    return siteserver.free_port()
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory, site_port) -> BuiltSite:
+    """The site, built once per test session with ``mkdocs build --strict``.
+
+    ``site_url`` is the address ``served_site`` serves it at, as in production: Material's
+    language switcher matches pages against the sitemap's absolute URLs.
+    """
     out = tmp_path_factory.mktemp("site")
     start = time.perf_counter()
     proc = subprocess.run(
@@ -44,7 +56,11 @@ def built_site(tmp_path_factory) -> BuiltSite:
         text=True,
         timeout=900,
         # Material prints a banner about MkDocs 2 on every build; it is not a build warning.
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={
+            **os.environ,
+            "NO_MKDOCS_2_WARNING": "1",
+            "SITE_URL": f"http://127.0.0.1:{site_port}/",
+        },
     )
     seconds = time.perf_counter() - start
     log = proc.stdout + proc.stderr
@@ -53,9 +69,9 @@ def built_site(tmp_path_factory) -> BuiltSite:
 
 
 @pytest.fixture(scope="session")
-def served_site(built_site):
-    """The built site served on 127.0.0.1 at a free port; yields its base URL."""
+def served_site(built_site, site_port):
+    """The built site served on 127.0.0.1 at its free port; yields its base URL."""
     import siteserver
 
-    with siteserver.serve(built_site.path) as base:
+    with siteserver.serve(built_site.path, site_port) as base:
         yield base

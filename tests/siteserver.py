@@ -85,9 +85,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(directory: Path) -> Iterator[str]:
-    """``python -m http.server`` on a free port; yields the base URL and stops the server."""
-    port = free_port()
+def serve(directory: Path, port: int | None = None) -> Iterator[str]:
+    """``python -m http.server`` on ``port`` (default: a free one); yields the base URL."""
+    port = port or free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
          "-d", str(directory)],
