@@ -231,7 +231,7 @@ def copy_problems(page, md: Path) -> list[str]:
 
 OVERFLOW_JS = """
 width => Array.from(document.querySelectorAll('body *'))
-  .filter(e => !e.closest('pre, .md-typeset__scrollwrap, .md-sidebar, .md-search'))
+  .filter(e => !e.closest('pre, .md-typeset__scrollwrap, .md-sidebar, .md-search, .md-dialog'))
   .filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.right > width + 1; })
   .slice(0, 5).map(e => e.tagName.toLowerCase() + '.' + e.getAttribute('class') + ': '
                         + (e.textContent || '').trim().slice(0, 60))
