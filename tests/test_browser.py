@@ -291,7 +291,11 @@ def search(tab: Tab, start: str, term: str) -> list[str]:
     page.keyboard.press("/")
     page.fill("input.md-search__input", term)
     page.press("input.md-search__input", "End")  # fill alone does not trigger the search
-    page.wait_for_selector(".md-search-result__link", timeout=15_000)
+    try:
+        page.wait_for_selector(".md-search-result__link", timeout=15_000)
+    except Exception:
+        meta = page.inner_text(".md-search-result__meta")
+        raise AssertionError(f"searching {term!r} from /{start} found nothing: {meta!r}") from None
     page.wait_for_timeout(300)
     meta = page.inner_text(".md-search-result__meta")
     total = int(re.search(r"\d+", meta)[0])
