@@ -40,14 +40,8 @@ def site_port() -> int:
     return siteserver.free_port()
 
 
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory, site_port) -> BuiltSite:
-    """The site, built once per test session with ``mkdocs build --strict``.
-
-    ``site_url`` is the address ``served_site`` serves it at, as in production: Material's
-    language switcher matches pages against the sitemap's absolute URLs.
-    """
-    out = tmp_path_factory.mktemp("site")
+def build_site(out: Path, site_url: str) -> BuiltSite:
+    """``mkdocs build --strict`` into ``out`` for a site published at ``site_url``."""
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
@@ -56,16 +50,22 @@ def built_site(tmp_path_factory, site_port) -> BuiltSite:
         text=True,
         timeout=900,
         # Material prints a banner about MkDocs 2 on every build; it is not a build warning.
-        env={
-            **os.environ,
-            "NO_MKDOCS_2_WARNING": "1",
-            "SITE_URL": f"http://127.0.0.1:{site_port}/",
-        },
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "SITE_URL": site_url},
     )
     seconds = time.perf_counter() - start
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{log[-6000:]}"
     return BuiltSite(out, log, seconds)
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory, site_port) -> BuiltSite:
+    """The site, built once per test session with ``mkdocs build --strict``.
+
+    ``site_url`` is the address ``served_site`` serves it at, as in production: Material's
+    language switcher matches pages against the sitemap's absolute URLs.
+    """
+    return build_site(tmp_path_factory.mktemp("site"), f"http://127.0.0.1:{site_port}/")
 
 
 @pytest.fixture(scope="session")

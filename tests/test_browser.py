@@ -341,3 +341,40 @@ def test_home_screenshots(browser, served_site, scheme):
             assert shot.stat().st_size > 10_000, shot
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def sub_path_site(browser, tmp_path_factory):
+    """The site built and served at ``/retain-graph/``, the way GitHub Pages serves it."""
+    from conftest import build_site
+
+    port = siteserver.free_port()
+    root = tmp_path_factory.mktemp("pages")
+    base = f"http://127.0.0.1:{port}/retain-graph/"
+    build_site(root / "retain-graph", base)
+    with siteserver.serve(root, port):
+        yield base
+
+
+def test_site_works_under_a_sub_path_like_github_pages(browser, sub_path_site):
+    """Every page loads cleanly under /retain-graph/; the switcher stays inside it."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        tab = Tab(context, sub_path_site)
+        problems = [
+            f"/retain-graph/{pair.url(lang)}: {problem}"
+            for pair, lang in PAGES
+            for problem in tab.visit(pair.url(lang))
+        ]
+        assert not problems, "\n".join(problems)
+        home = next(p for p in PAIRS if p.en == "")
+        deeper = [p for p in PAIRS if p.en][:1]
+        for pair in [home, *deeper]:
+            tab.visit(pair.en, wait_until="networkidle")
+            switch_language(tab, "zh")
+            assert tab.path() == pair.zh, (pair.en, tab.page.url)
+            switch_language(tab, "en")
+            assert tab.path() == pair.en, (pair.zh, tab.page.url)
+            assert not tab.problems, tab.problems
+    finally:
+        context.close()
