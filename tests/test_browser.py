@@ -299,11 +299,16 @@ def search(tab: Tab, start: str, term: str) -> list[str]:
     page.wait_for_timeout(300)
     meta = page.inner_text(".md-search-result__meta")
     total = int(re.search(r"\d+", meta)[0])
-    for _ in range(50):  # Material renders results in batches as the list scrolls
+    # Material shows 10 results, then 4 more each time the list is scrolled to its end;
+    # scroll as a reader does, from above the end down to it.
+    for _ in range(50):
         if len(page.query_selector_all(".md-search-result__item")) >= total:
             break
-        page.eval_on_selector(".md-search__scrollwrap", "e => e.scrollTo(0, e.scrollHeight)")
-        page.wait_for_timeout(100)
+        for to_end in ("e.scrollHeight - e.clientHeight - 200", "e.scrollHeight"):
+            page.eval_on_selector(".md-search__scrollwrap", f"e => e.scrollTo(0, {to_end})")
+            page.wait_for_timeout(100)
+    shown = len(page.query_selector_all(".md-search-result__item"))
+    assert shown == total, f"searching {term!r}: {meta!r}, but only {shown} could be scrolled to"
     hrefs = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.href)")
     return sorted({h.removeprefix(tab.base).split("#")[0].split("?")[0] for h in hrefs})
 
