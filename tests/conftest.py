@@ -33,9 +33,15 @@ class BuiltSite:
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory) -> BuiltSite:
-    """The site, built once per test session with ``mkdocs build --strict``."""
-    out = tmp_path_factory.mktemp("site")
+def site_port() -> int:
+    """The 127.0.0.1 port the test site is served on; the build's site_url names it."""
+    import siteserver
+
+    return siteserver.free_port()
+
+
+def build_site(out: Path, site_url: str) -> BuiltSite:
+    """``mkdocs build --strict`` into ``out`` for a site published at ``site_url``."""
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
@@ -44,9 +50,28 @@ def built_site(tmp_path_factory) -> BuiltSite:
         text=True,
         timeout=900,
         # Material prints a banner about MkDocs 2 on every build; it is not a build warning.
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "SITE_URL": site_url},
     )
     seconds = time.perf_counter() - start
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{log[-6000:]}"
     return BuiltSite(out, log, seconds)
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory, site_port) -> BuiltSite:
+    """The site, built once per test session with ``mkdocs build --strict``.
+
+    ``site_url`` is the address ``served_site`` serves it at, as in production: Material's
+    language switcher matches pages against the sitemap's absolute URLs.
+    """
+    return build_site(tmp_path_factory.mktemp("site"), f"http://127.0.0.1:{site_port}/")
+
+
+@pytest.fixture(scope="session")
+def served_site(built_site, site_port):
+    """The built site served on 127.0.0.1 at its free port; yields its base URL."""
+    import siteserver
+
+    with siteserver.serve(built_site.path, site_port) as base:
+        yield base

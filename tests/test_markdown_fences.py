@@ -51,33 +51,14 @@ def test_every_fence_names_its_language():
     assert not unnamed, f"fences without a language (cannot tell if they are Python): {unnamed}"
 
 
-def page_pairs():
-    for en in mdfences.markdown_files():
-        if en.name.endswith(".zh.md"):
-            continue
-        yield en, en.with_name(en.name[: -len(".md")] + ".zh.md")
+# That both languages include the same code (and have the same headings, includes and
+# links) is checked by test_translation_parity.py.
 
-
-PAIRS = list(page_pairs())
 MARKDOWN = mdfences.markdown_files()
 
 
 def page_id(path):
     return str(path.relative_to(mdfences.DOCS_DIR))
-
-
-@pytest.mark.parametrize(("en", "zh"), PAIRS, ids=[page_id(en) for en, _ in PAIRS])
-def test_both_languages_include_the_same_code(en, zh):
-    assert zh.exists(), f"{en.name} has no Chinese page {zh.name}"
-
-    def code(path):
-        return [
-            inc if (inc := fence.includes) else fence.body
-            for fence in mdfences.fences_in(path)
-            if fence.is_python or fence.includes
-        ]
-
-    assert code(en) == code(zh)
 
 
 LANG_CLASS = re.compile(r'class="language-(\w+) highlight"')

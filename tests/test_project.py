@@ -48,3 +48,44 @@ def test_ruff_lint_is_clean():
     cmd = [ruff] if isinstance(ruff, str) else ruff
     proc = subprocess.run([*cmd, "check", "."], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ci_installs_chromium_before_running_the_tests():
+    """On a fresh CI machine the browser tests run; they never skip there."""
+    lines = [line.strip() for line in CI.splitlines()]
+    test_line = lines.index(readme_commands()[1])
+    installs = [i for i, line in enumerate(lines) if "apt-get install" in line]
+    assert installs and "chromium" in lines[installs[0]], "CI does not install chromium"
+    assert installs[0] < test_line
+    assert 'export CI="${CI:-true}"' in lines[:test_line]
+
+
+WORKFLOW = ROOT / ".github" / "workflows" / "site.yml"
+ALLOWED = {("contents", "read"), ("pages", "read"), ("pages", "write"), ("id-token", "write")}
+
+
+def test_pages_workflow_tests_then_publishes_with_least_privilege():
+    import yaml
+
+    workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    assert workflow["permissions"] == {"contents": "read"}
+    jobs = workflow["jobs"]
+    for name, job in jobs.items():
+        granted = set(job.get("permissions", {}).items())
+        assert granted <= ALLOWED, (name, granted - ALLOWED)
+    steps = [step for job in jobs.values() for step in job.get("steps", [])]
+    runs = [step.get("run", "") for step in steps]
+    assert "./.ci/run" in runs, "the workflow does not run the tests"
+    deploy = next(job for job in jobs.values() if any(
+        str(step.get("uses", "")).startswith("actions/deploy-pages") for step in job["steps"]))
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["environment"]["name"] == "github-pages"
+    builder = jobs[deploy["needs"]]
+    # The job that installs and runs third-party code cannot publish.
+    assert ("pages", "write") not in builder["permissions"].items()
+    assert "id-token" not in builder["permissions"]
+    site_urls = [s["env"]["SITE_URL"] for s in builder["steps"] if "SITE_URL" in s.get("env", {})]
+    assert site_urls and all("steps.pages.outputs.base_url" in u for u in site_urls)
+    assert any(s.get("id") == "pages" and s["uses"].startswith("actions/configure-pages")
+               for s in builder["steps"])
+    assert "!ENV [SITE_URL" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")

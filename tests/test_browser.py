@@ -1,0 +1,385 @@
+"""The site works in a real browser, offline, the way readers use it.
+
+One headless Chromium (Debian's, driven by Playwright for Python) visits every page of the
+built site in both languages, served on 127.0.0.1 at a free port. Any request to another
+host is recorded as a failure and aborted, so the site is proven to work with no internet.
+
+Without Chromium or Playwright these tests skip, saying why; under ``CI=true`` that is a
+failure instead. Run them alone with ``python -m pytest -m browser``. Screenshots of the
+home page (both languages, light and dark) are written to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import textwrap
+from itertools import zip_longest
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import mdfences
+import pytest
+import siteserver
+
+pytestmark = pytest.mark.browser
+
+ROOT = mdfences.ROOT
+ARTIFACTS = ROOT / "test-artifacts"
+PAIRS = siteserver.page_pairs()
+PAGES = [(pair, lang) for pair in PAIRS for lang in siteserver.LANGS]
+CHROMIUM = os.environ.get("CHROMIUM", "chromium")  # Debian: /usr/bin/chromium
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",  # containers have a small /dev/shm
+]
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+PHONE_WIDTH = 375
+SENTINEL = "<clipboard untouched>"
+
+
+def unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(f"CI=true, so the browser tests must run, but {reason}", pytrace=False)
+    pytest.skip(f"browser tests skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("Playwright for Python is not installed (pip install -e '.[test]')")
+    path = shutil.which(CHROMIUM)
+    if not path:
+        unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM=...)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class Tab:
+    """One reused browser tab that records everything that goes wrong while it loads."""
+
+    def __init__(self, context, base: str):
+        self.base = base
+        self.page = context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.problems: list[str] = []
+        self.page.route("**/*", self._route)
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
+        self.page.on("requestfailed", self._failed)
+        self.page.on("response", self._response)
+
+    def _route(self, route):
+        url = route.request.url
+        if urlsplit(url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            self.problems.append(f"request to another host: {url}")
+            route.abort()
+
+    def _console(self, message):
+        if message.type == "error":
+            self.problems.append(f"console error: {message.text} ({message.location})")
+
+    def _failed(self, request):
+        # net::ERR_ABORTED: the tab navigated on before the request finished (a 404 or a
+        # refused connection is reported as such, not as an abort).
+        if urlsplit(request.url).hostname == "127.0.0.1" and request.failure != "net::ERR_ABORTED":
+            self.problems.append(f"failed request: {request.url} ({request.failure})")
+
+    def _response(self, response):
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+    def visit(self, url: str, wait_until: str = "load") -> list[str]:
+        self.problems = []
+        self.page.goto(self.base + url, wait_until=wait_until)
+        return self.problems
+
+    def path(self) -> str:
+        return self.page.url.removeprefix(self.base).split("#")[0].split("?")[0]
+
+
+@pytest.fixture(scope="session")
+def tab(browser, served_site):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served_site[:-1])
+    yield Tab(context, served_site)
+    context.close()
+
+
+@pytest.fixture(scope="session")
+def phone(browser, served_site):
+    context = browser.new_context(
+        viewport={"width": PHONE_WIDTH, "height": 740}, is_mobile=True, has_touch=True
+    )
+    yield Tab(context, served_site)
+    context.close()
+
+
+def test_every_built_page_is_tested(built_site):
+    """The pages tested here (found in docs/) are exactly the pages the build produced."""
+    expected = {pair.url(lang) for pair, lang in PAGES}
+    built = siteserver.built_page_urls(built_site.path)
+    assert built == expected, {"built, untested": built - expected, "missing": expected - built}
+
+
+# Reveal an element hidden in a closed <details> or an inactive content tab.
+REVEAL_JS = """
+el => {
+  for (let d = el.closest('details'); d; d = d.parentElement.closest('details')) d.open = true;
+  for (let b = el.closest('.tabbed-block'); b; b = b.parentElement.closest('.tabbed-block')) {
+    const i = Array.from(b.parentElement.children).indexOf(b);
+    const input = b.closest('.tabbed-set').querySelectorAll(':scope > input')[i];
+    if (input) input.click();
+  }
+  el.scrollIntoView({block: 'center'});
+}
+"""
+
+FIGURES_JS = """
+async article => {
+  const out = [];
+  const all = Array.from(article.querySelectorAll('svg, img'));
+  for (const el of all.filter(e => !e.parentElement.closest('svg'))) {
+    (REVEAL)(el);
+    if (el.tagName === 'IMG') await el.decode().catch(() => {});
+    const r = el.getBoundingClientRect();
+    const broken = el.tagName === 'IMG' && !(el.complete && el.naturalWidth > 0);
+    out.push({what: el.outerHTML.slice(0, 80), width: r.width, height: r.height, broken});
+  }
+  return out;
+}
+""".replace("REVEAL", REVEAL_JS)
+
+
+def figure_problems(page) -> list[str]:
+    article = page.query_selector("article.md-content__inner")
+    found = page.evaluate(FIGURES_JS, article)
+    return [
+        f"figure not rendered ({f['width']:.0f}x{f['height']:.0f} px"
+        f"{', image failed to load' if f['broken'] else ''}): {f['what']}"
+        for f in found
+        if f["broken"] or f["width"] <= 0 or f["height"] <= 0
+    ]
+
+
+SECTION_MARK = re.compile(r"^\s*#\s*--8<--\s*\[(start|end):([\w-]+)\]\s*$")
+ANNOTATION = re.compile(r"[ \t]*#[^#\n]*\(\d+\)![ \t]*$")
+
+
+def included_text(path: str, section: str | None) -> str:
+    """What pymdownx.snippets puts in the block: the file, or one section, dedented."""
+    lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
+    if section:
+        start = next(i for i, ln in enumerate(lines) if SECTION_MARK.match(ln)
+                     and SECTION_MARK.match(ln).groups() == ("start", section))
+        end = next(i for i, ln in enumerate(lines) if i > start and SECTION_MARK.match(ln)
+                   and SECTION_MARK.match(ln).groups() == ("end", section))
+        lines = textwrap.dedent("\n".join(lines[start + 1 : end])).splitlines()
+    return "\n".join(ln for ln in lines if not SECTION_MARK.match(ln))
+
+
+def expected_copy(fence: mdfences.Fence) -> str:
+    """The block's code as a reader should paste it: no annotation markers, no marker lines."""
+    text = "\n".join(included_text(path, section) for path, section in fence.includes)
+    return "\n".join(ANNOTATION.sub("", ln) for ln in text.splitlines()).rstrip()
+
+
+def copy_problems(page, md: Path) -> list[str]:
+    fences = mdfences.fences_in(md)
+    blocks = page.query_selector_all("article.md-content__inner div.highlight")
+    if len(blocks) != len(fences):
+        return [f"the page renders {len(blocks)} code blocks, {md.name} has {len(fences)} fences"]
+    problems = []
+    for fence, block in zip(fences, blocks, strict=True):
+        if not fence.includes:
+            continue
+        page.evaluate(REVEAL_JS, block)
+        button = block.query_selector("[data-clipboard-target]")
+        if button is None:
+            problems.append(f"{fence.where}: the code block has no copy button")
+            continue
+        page.evaluate("t => navigator.clipboard.writeText(t)", SENTINEL)
+        button.click()
+        copied = page.evaluate("navigator.clipboard.readText()")
+        expected = expected_copy(fence)
+        if copied != expected:
+            diff = "\n".join(
+                f"    line {i + 1}: copied {c!r}, expected {e!r}"
+                for i, (c, e) in enumerate(zip_longest(copied.split("\n"), expected.split("\n")))
+                if c != e
+            )[:2000]
+            problems.append(
+                f"{fence.where}: the copy button copied something else than the code"
+                f" ({len(copied)} vs {len(expected)} characters)\n{diff}"
+            )
+    return problems
+
+
+OVERFLOW_JS = """
+width => Array.from(document.querySelectorAll('body *'))
+  .filter(e => !e.closest('pre, .md-typeset__scrollwrap, .md-sidebar, .md-search, .md-dialog'))
+  .filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.right > width + 1; })
+  .slice(0, 5).map(e => e.tagName.toLowerCase() + '.' + e.getAttribute('class') + ': '
+                        + (e.textContent || '').trim().slice(0, 60))
+"""
+FITS_JS = "w => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) <= w"
+
+
+def phone_problems(phone: Tab, url: str) -> list[str]:
+    problems = [f"at {PHONE_WIDTH} px: {p}" for p in phone.visit(url)]
+    try:
+        phone.page.wait_for_function(FITS_JS, arg=PHONE_WIDTH, timeout=3000)
+    except Exception:
+        width = phone.page.evaluate("document.documentElement.scrollWidth")
+        culprits = phone.page.evaluate(OVERFLOW_JS, PHONE_WIDTH)
+        problems.append(
+            f"at {PHONE_WIDTH} px the page body scrolls sideways ({width} px wide); "
+            f"too wide: {culprits}"
+        )
+    return problems
+
+
+@pytest.mark.parametrize(("pair", "lang"), PAGES, ids=[f"{lang}:{p.id}" for p, lang in PAGES])
+def test_page_works_offline(tab, phone, pair, lang):
+    """Loads from 127.0.0.1 only, cleanly; figures render; copy buttons copy; fits a phone."""
+    url = pair.url(lang)
+    tab.visit(url, wait_until="networkidle")
+    checks = figure_problems(tab.page) + copy_problems(tab.page, pair.md_for(lang))
+    problems = tab.problems + checks + phone_problems(phone, url)
+    assert not problems, f"/{url}:\n  " + "\n  ".join(problems)
+
+
+def switch_language(tab: Tab, lang: str) -> None:
+    # After "networkidle" Material has read the sitemaps and handles the click itself, the
+    # way it does for a reader; before, the link's plain href would be followed.
+    tab.page.hover(".md-header .md-select")
+    with tab.page.expect_navigation(wait_until="networkidle"):
+        tab.page.click(f"a.md-select__link[hreflang={lang}]")
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=[p.id for p in PAIRS])
+def test_language_switcher_goes_to_the_same_page_and_back(tab, pair):
+    tab.visit(pair.en, wait_until="networkidle")
+    switch_language(tab, "zh")
+    assert tab.path() == pair.zh, f"English /{pair.en} switched to /{tab.path()}, not /{pair.zh}"
+    switch_language(tab, "en")
+    assert tab.path() == pair.en, f"Chinese /{pair.zh} switched back to /{tab.path()}"
+    assert not tab.problems, tab.problems
+
+
+SEARCHES = [("en", "retain_graph"), ("en", "autograd.grad"), ("zh", "计算图"), ("zh", "保存的张量")]
+
+
+def search(tab: Tab, start: str, term: str) -> list[str]:
+    """Type ``term`` into Material's search on page ``start``; the URL paths of all results."""
+    tab.visit(start)
+    page = tab.page
+    page.keyboard.press("/")
+    page.fill("input.md-search__input", term)
+    page.press("input.md-search__input", "End")  # fill alone does not trigger the search
+    try:
+        page.wait_for_selector(".md-search-result__link", timeout=15_000)
+    except Exception:
+        meta = page.inner_text(".md-search-result__meta")
+        raise AssertionError(f"searching {term!r} from /{start} found nothing: {meta!r}") from None
+    page.wait_for_timeout(300)
+    meta = page.inner_text(".md-search-result__meta")
+    total = int(re.search(r"\d+", meta)[0])
+    # Material shows 10 results, then 4 more each time the list is scrolled to its end;
+    # scroll as a reader does, from above the end down to it.
+    for _ in range(50):
+        if len(page.query_selector_all(".md-search-result__item")) >= total:
+            break
+        for to_end in ("e.scrollHeight - e.clientHeight - 200", "e.scrollHeight"):
+            page.eval_on_selector(".md-search__scrollwrap", f"e => e.scrollTo(0, {to_end})")
+            page.wait_for_timeout(100)
+    shown = len(page.query_selector_all(".md-search-result__item"))
+    assert shown == total, f"searching {term!r}: {meta!r}, but only {shown} could be scrolled to"
+    hrefs = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.href)")
+    return sorted({h.removeprefix(tab.base).split("#")[0].split("?")[0] for h in hrefs})
+
+
+@pytest.mark.parametrize(("lang", "term"), SEARCHES, ids=[t for _, t in SEARCHES])
+def test_search_finds_the_pages_that_contain_the_term(tab, built_site, lang, term):
+    expected = sorted(
+        pair.url(lang)
+        for pair in PAIRS
+        if term.lower() in siteserver.article_text(built_site.path, pair.url(lang)).lower()
+    )
+    assert expected, f"no {lang} page contains {term!r}, so its search cannot be tested"
+    start = "" if lang == "en" else "zh/"
+    found = search(tab, start, term)
+    missing = sorted(set(expected) - set(found))
+    assert not missing, f"searching {term!r} from /{start} misses {missing}; found {found}"
+    wrong_language = [f for f in found if f.startswith("zh/") != (lang == "zh")]
+    assert not wrong_language, f"searching from /{start} returned other-language {wrong_language}"
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_home_screenshots(browser, served_site, scheme):
+    """Screenshots of the home page in both languages, for a person to look at."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=scheme)
+    try:
+        tab = Tab(context, served_site)
+        for lang, url in (("en", ""), ("zh", "zh/")):
+            problems = tab.visit(url, wait_until="networkidle")
+            assert not problems, problems
+            palette = tab.page.get_attribute("body", "data-md-color-scheme")
+            assert palette == {"light": "default", "dark": "slate"}[scheme], palette
+            shot = ARTIFACTS / f"home-{lang}-{scheme}.png"
+            tab.page.screenshot(path=str(shot))
+            assert shot.stat().st_size > 10_000, shot
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def sub_path_site(browser, tmp_path_factory):
+    """The site built and served at ``/retain-graph/``, the way GitHub Pages serves it."""
+    from conftest import build_site
+
+    port = siteserver.free_port()
+    root = tmp_path_factory.mktemp("pages")
+    base = f"http://127.0.0.1:{port}/retain-graph/"
+    build_site(root / "retain-graph", base)
+    with siteserver.serve(root, port):
+        yield base
+
+
+def test_site_works_under_a_sub_path_like_github_pages(browser, sub_path_site):
+    """Every page loads cleanly under /retain-graph/; the switcher stays inside it."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        tab = Tab(context, sub_path_site)
+        problems = [
+            f"/retain-graph/{pair.url(lang)}: {problem}"
+            for pair, lang in PAGES
+            for problem in tab.visit(pair.url(lang))
+        ]
+        assert not problems, "\n".join(problems)
+        home = next(p for p in PAIRS if p.en == "")
+        deeper = [p for p in PAIRS if p.en][:1]
+        for pair in [home, *deeper]:
+            tab.visit(pair.en, wait_until="networkidle")
+            switch_language(tab, "zh")
+            assert tab.path() == pair.zh, (pair.en, tab.page.url)
+            switch_language(tab, "en")
+            assert tab.path() == pair.en, (pair.zh, tab.page.url)
+            assert not tab.problems, tab.problems
+    finally:
+        context.close()

@@ -1,0 +1,58 @@
+"""Pages stay light: what a reader downloads to see a page is close to Material's bare page.
+
+A page's weight is its HTML plus every stylesheet and script it references, uncompressed.
+The search index (fetched only for searching, and the same for every page of a language)
+and the images are not counted. Material's own bare page (the site's 404 page) weighs
+about 280 KB by this measure; the budget leaves room for the text, code and inline SVG
+figures of a typical page, and a hard cap stops any single page from growing heavy.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+TYPICAL_BUDGET = 320 * 1000  # bytes: the median page of the site
+PAGE_CAP = 450 * 1000  # bytes: any single page
+ASSET = re.compile(
+    r'<script\b[^>]*\bsrc="([^"]+)"|<link\b[^>]*\brel="stylesheet"[^>]*\bhref="([^"]+)"'
+    r'|<link\b[^>]*\bhref="([^"]+)"[^>]*\brel="stylesheet"'
+)
+
+
+def page_weight(site: Path, page: Path) -> tuple[int, dict[str, int]]:
+    html = page.read_text(encoding="utf-8")
+    url = "/" + page.relative_to(site).as_posix()
+    parts = {page.relative_to(site).as_posix(): page.stat().st_size}
+    for groups in ASSET.findall(html):
+        ref = next(g for g in groups if g)
+        target = urlsplit(urljoin(url, ref))
+        assert not target.netloc, f"{url} loads {ref} from another host"
+        asset = site / target.path.lstrip("/")
+        assert asset.is_file(), f"{url} references {ref}, which the build did not write"
+        parts[asset.relative_to(site).as_posix()] = asset.stat().st_size
+    return sum(parts.values()), parts
+
+
+def test_pages_stay_within_the_weight_budget(built_site):
+    site = built_site.path
+    pages = sorted(site.rglob("index.html"))
+    weights = {p.relative_to(site).as_posix(): page_weight(site, p)[0] for p in pages}
+    bare, parts = page_weight(site, site / "404.html")
+    typical = statistics.median(weights.values())
+    heaviest = max(weights, key=weights.get)
+    print(
+        f"Material's bare page: {bare / 1000:.0f} KB; typical page: {typical / 1000:.0f} KB; "
+        f"heaviest: {heaviest} {weights[heaviest] / 1000:.0f} KB; {len(pages)} pages"
+    )
+    assert typical <= TYPICAL_BUDGET, (
+        f"the typical page weighs {typical / 1000:.0f} KB (HTML+CSS+JS), over the "
+        f"{TYPICAL_BUDGET / 1000:.0f} KB budget; Material's bare page: {bare / 1000:.0f} KB"
+    )
+    over = {p: w for p, w in weights.items() if w > PAGE_CAP}
+    assert not over, f"pages over the {PAGE_CAP / 1000:.0f} KB cap: {over}"
+    # The bare page really is Material's HTML+CSS+JS: the check measures what it claims.
+    assert any(k.endswith(".css") for k in parts) and any(k.endswith(".js") for k in parts)
+    assert 200_000 < bare < 350_000, parts
