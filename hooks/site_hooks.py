@@ -39,12 +39,15 @@ def on_config(config):
 # /zh/. Material resolves result locations against that same base, so they stay right.
 
 LOCALIZED = ("zh",)
+# Separators: besides whitespace, split code on dots, brackets, commas and the like, so that
+# "autograd.grad" finds pages that write `torch.autograd.grad(...)`; jieba segments Chinese
+# at build time with U+200B, and the Chinese separator splits on it and on CJK punctuation.
+CODE_SEPARATORS = r"""\-,:!=\[\]()"/]+|\.(?!\d)|&[lg]t;"""
 SEARCH_CONFIG = {
-    "en": {"lang": ["en"], "separator": r"[\s\-]+", "pipeline": ["stopWordFilter"]},
-    # jieba segments Chinese at build time with U+200B; the separator splits on it.
+    "en": {"lang": ["en"], "separator": r"[\s" + CODE_SEPARATORS, "pipeline": ["stopWordFilter"]},
     "zh": {
         "lang": ["en", "zh"],
-        "separator": "[\\s\\u200b\\u3000\\-、。，．？！；]+",
+        "separator": "[\\s\\u200b\\u3000、。，．？！；" + CODE_SEPARATORS,
         "pipeline": ["stemmer"],
     },
 }

@@ -5,6 +5,11 @@ The search index (fetched only for searching, and the same for every page of a l
 and the images are not counted. Material's own bare page (the site's 404 page) weighs
 about 280 KB by this measure; the budget leaves room for the text, code and inline SVG
 figures of a typical page, and a hard cap stops any single page from growing heavy.
+
+The pages of this site are long and code-heavy (a typical guide page shows ten or more
+highlighted programs with their output and annotations): with per-line anchors switched
+off in mkdocs.yml, the median page measured 362 KB, about 75 KB of content on top of the
+bare page. The budget allows about 90 KB.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import statistics
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-TYPICAL_BUDGET = 320 * 1000  # bytes: the median page of the site
+TYPICAL_BUDGET = 380 * 1000  # bytes: the median page of the site
 PAGE_CAP = 450 * 1000  # bytes: any single page
 ASSET = re.compile(
     r'<script\b[^>]*\bsrc="([^"]+)"|<link\b[^>]*\brel="stylesheet"[^>]*\bhref="([^"]+)"'

@@ -136,10 +136,24 @@ def sequence_diff(what: str, en: list[str], zh: list[str], en_name: str, zh_name
     return f"{what} differ:\n    " + "\n    ".join(list(diff)[2:])
 
 
+# Generated per-language files (tables, figures with translated labels) are named
+# ``name.en.ext`` / ``name.zh.ext``: the same file in the page's own language is parity.
+LANGUAGE_TAG = re.compile(r"\.(?:en|zh)(?=\.[A-Za-z0-9]+(?::[\w-]+)?$)")
+
+
+def language_neutral(items: list[str]) -> list[str]:
+    return [LANGUAGE_TAG.sub(".<lang>", item) for item in items]
+
+
 def parity_problems(en: Path, zh: Path) -> list[str]:
     a, b = structure(en), structure(zh)
-    en_name, zh_name = rel(en), rel(zh)
     problems = []
+    for s, name, other in ((a, rel(en), "zh"), (b, rel(zh), "en")):
+        wrong = [x for x in s.includes + s.links if re.search(rf"\.{other}\.\w+(:[\w-]+)?$", x)]
+        if wrong:
+            problems.append(f"{name} uses the other language's files: {wrong}")
+        s.includes, s.links = language_neutral(s.includes), language_neutral(s.links)
+    en_name, zh_name = rel(en), rel(zh)
     levels_a = Counter(h[0] for h in a.headings)
     levels_b = Counter(h[0] for h in b.headings)
     for level in sorted(set(levels_a) | set(levels_b)):
