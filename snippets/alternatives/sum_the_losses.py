@@ -22,3 +22,17 @@ loss.backward()  # (3)!
 same = all(torch.allclose(a, p.grad) for a, p in zip(with_retain, model.parameters(), strict=True))
 assert same
 print("same gradients:", same)
+
+# Weights work the same way: the gradient of w1 * loss1 + w2 * loss2 is w1 * g1 + w2 * g2.
+w1, w2 = 0.3, 2.0
+model.zero_grad()
+out = model(x)
+(w1 * nn.functional.mse_loss(out, y) + w2 * out.abs().mean()).backward()
+params = [*model.parameters()]
+g1 = torch.autograd.grad(nn.functional.mse_loss(model(x), y), params)
+g2 = torch.autograd.grad(model(x).abs().mean(), params)
+pairs = zip(model.parameters(), g1, g2, strict=True)
+weighted = all(torch.allclose(p.grad, w1 * a + w2 * b) for p, a, b in pairs)
+assert weighted
+assert not torch.allclose(model[0].weight.grad, g1[0] + g2[0])  # the weights do matter
+print("weighted sum, same gradients:", weighted)

@@ -46,3 +46,12 @@ xg = x.clone().requires_grad_()
 f(xg).sum().backward()
 assert torch.allclose(df(x), xg.grad)
 print("grad(f)(x) == x.grad after backward:", torch.allclose(df(x), xg.grad))
+
+try:
+    grad(lambda t: t.exp())(x)  # a function that returns a vector
+except RuntimeError as error:
+    message = str(error)
+else:
+    raise AssertionError("grad() should refuse a non-scalar output")
+assert "Expected f(*args) to return a scalar Tensor, got tensor with 1 dims" in message
+print("grad() of a vector-valued f:", message.split(": ", 1)[1].split(". ")[0] + ".")

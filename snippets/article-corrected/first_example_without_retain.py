@@ -68,8 +68,18 @@ new = [n for n in second_nodes if not any(n is m for m in first_nodes)]
 assert [type(n).__name__ for n in shared] == ["AccumulateGrad"] * 4  # (3)!
 assert len(new) == 7 and not any(type(n).__name__ == "AccumulateGrad" for n in new)
 
+
+def saved_attributes(node):
+    return [a for a in dir(node) if a.startswith("_raw_saved_")]
+
+
+# The shared AccumulateGrad nodes hold no saved tensors; the operation nodes do.
+assert all(not saved_attributes(n) for n in shared)
+assert any(saved_attributes(n) for n in new)
+
 print("same gradients with and without retain_graph:", same)
 print("same grad_fn for both losses:", second_without.grad_fn is first_without.grad_fn)
 print("operation nodes built by the second forward:", len(new))
 print("  ", sorted(type(n).__name__ for n in new))
 print("nodes found in both graphs:", len(shared), "x AccumulateGrad (one per parameter)")
+print("saved tensors held by them:", sum(len(saved_attributes(n)) for n in shared))

@@ -32,9 +32,12 @@ assert same
 assert bn_retained.num_batches_tracked.item() == 1
 assert bn_recomputed.num_batches_tracked.item() == 2
 assert not torch.allclose(bn_retained.running_mean, bn_recomputed.running_mean)
+assert not torch.allclose(bn_retained.running_var, bn_recomputed.running_var)
 
 print("same gradients:", same)
 print("num_batches_tracked, retain:", bn_retained.num_batches_tracked.item(),
       " recompute:", bn_recomputed.num_batches_tracked.item())
 print("running_mean, retain:   ", bn_retained.running_mean.numpy().round(4))
 print("running_mean, recompute:", bn_recomputed.running_mean.numpy().round(4))
+print("running_var,  retain:   ", bn_retained.running_var.numpy().round(4))
+print("running_var,  recompute:", bn_recomputed.running_var.numpy().round(4))

@@ -1,4 +1,5 @@
 import torch
+from torch.utils.checkpoint import checkpoint
 
 torch.manual_seed(0)
 net = torch.nn.Sequential(
@@ -42,8 +43,30 @@ loss = criterion(net(inputs), labels)
 loss.backward()
 replayed = grad_of_first_layer()
 
+
+# torch.utils.checkpoint restores the state for its recompute (preserve_rng_state=True).
+def first_layer_grad(run_forward):
+    torch.set_rng_state(state)
+    criterion(run_forward(), labels).backward()
+    return grad_of_first_layer()
+
+
+plain = first_layer_grad(lambda: net(inputs))
+checkpointed = first_layer_grad(lambda: checkpoint(net, inputs, use_reentrant=False))
+not_preserved = first_layer_grad(
+    lambda: checkpoint(net, inputs, use_reentrant=False, preserve_rng_state=False)
+)
+
 assert not torch.allclose(retained, recomputed)
 assert torch.equal(retained_again, replayed)
+assert torch.equal(plain, checkpointed)
+assert not torch.allclose(plain, not_preserved)
 
-print("new dropout mask,   same gradient:", torch.allclose(retained, recomputed))
-print("RNG state restored, same gradient:", torch.equal(retained_again, replayed))
+rows = [
+    ("new dropout mask,", torch.allclose(retained, recomputed)),
+    ("RNG state restored,", torch.equal(retained_again, replayed)),
+    ("checkpoint, default,", torch.equal(plain, checkpointed)),
+    ("checkpoint, preserve_rng_state=False,", torch.allclose(plain, not_preserved)),
+]
+for label, same in rows:
+    print(f"{label:<37} same gradient: {same}")

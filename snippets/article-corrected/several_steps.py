@@ -40,5 +40,18 @@ assert all(not torch.equal(a, b) for a, b in pairwise(weights))
 values = [round(loss.item(), 4) for loss in losses]
 assert values == sorted(values, reverse=True) and len(set(values)) == 5
 
+
+def saved_tensors_freed(node):
+    try:
+        _ = node._saved_self  # the log-probabilities NllLossBackward0 saved
+    except RuntimeError:
+        return True
+    return False
+
+
+# ... and each backward freed its own graph's saved tensors: nothing is kept for later.
+assert all(saved_tensors_freed(graph) for graph in graphs)
+
 print("different graphs built:", len(graphs))
 print("loss at each step:", values)
+print("graphs whose saved tensors were freed:", sum(saved_tensors_freed(g) for g in graphs))

@@ -41,6 +41,13 @@ y = torch.randn(2, 1)
 loss = ((x @ W1).relu() @ W2 - y).pow(2).mean()
 
 before = describe(loss)
+sub = loss.grad_fn.next_functions[0][0].next_functions[0][0]
+assert type(sub).__name__ == "SubBackward0"
+assert sub.next_functions[1][0] is None  # y needs no gradient, so it has no node
+first_mm = sub.next_functions[0][0].next_functions[0][0].next_functions[0][0]
+assert before[5] == "          MmBackward0  [self: saved]"
+assert first_mm.next_functions[0][0] is None  # neither has x
+assert torch.equal(first_mm._saved_self, x) and first_mm._saved_mat2 is None  # x, not W1
 loss.backward()
 after = describe(loss)
 

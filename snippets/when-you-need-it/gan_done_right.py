@@ -28,9 +28,12 @@ for step in range(3):
     # 2. Generator step: a new forward of the updated D, one backward through G's graph.
     g_loss = bce(D(fake), ones)  # (4)!
     opt_G.zero_grad()
+    d_before = [p.grad.clone() for p in D.parameters()]
     g_loss.backward()  # (5)!
     opt_G.step()
     assert all(p.grad is not None for p in G.parameters())
-    assert all(p.grad is not None for p in D.parameters())  # cleared by opt_D.zero_grad()
+    assert all(  # the G step wrote into D's .grad; the next opt_D.zero_grad() clears it
+        not torch.equal(p.grad, b) for p, b in zip(D.parameters(), d_before, strict=True)
+    )
     print(f"step {step}: d_loss {d_loss.item():.4f}  g_loss {g_loss.item():.4f}")
 print("no retain_graph=True anywhere")

@@ -38,3 +38,18 @@ for name, p in critic.named_parameters():
     assert torch.allclose(p.grad, expected[name], atol=1e-6), name
 print("penalty:", round(penalty.item(), 4))
 print("critic gradients match torch.func:", True)
+
+# create_graph=True is what keeps the critic's graph: turn that off and backward() fails.
+mixed = points.clone().requires_grad_()
+(grad_mixed,) = torch.autograd.grad(
+    critic(mixed).sum(), mixed, create_graph=True, retain_graph=False
+)
+penalty = ((grad_mixed.norm(dim=1) - 1) ** 2).mean()
+try:
+    (critic(fake).mean() - critic(real).mean() + 10 * penalty).backward()
+except RuntimeError as error:
+    message = str(error)
+else:
+    raise AssertionError("the critic's graph should have been freed")
+assert message.startswith("Trying to backward through the graph a second time")
+print("with retain_graph=False:", message.split(" (")[0])

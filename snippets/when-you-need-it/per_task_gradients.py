@@ -37,3 +37,17 @@ total = nn.functional.mse_loss(head_a(features), y_a) + nn.functional.mse_loss(
 g_sum = torch.autograd.grad(total, shared)
 assert all(torch.allclose(s, a + b) for s, a, b in zip(g_sum, g_a, g_b, strict=True))
 print("g_a + g_b equals the gradient of loss_a + loss_b:", True)
+
+# Without retain_graph=True on the first call, the second finds the trunk's graph freed.
+features = trunk(x)
+loss_a = nn.functional.mse_loss(head_a(features), y_a)
+loss_b = nn.functional.mse_loss(head_b(features), y_b)
+torch.autograd.grad(loss_a, shared)
+try:
+    torch.autograd.grad(loss_b, shared)
+except RuntimeError as error:
+    message = str(error)
+else:
+    raise AssertionError("the second call should have failed")
+assert message.startswith("Trying to backward through the graph a second time")
+print("without retain_graph=True:", message.split(" (")[0])
