@@ -144,3 +144,19 @@ def test_ranks_do_not_outlive_a_killed_launcher(tmp_path):
     while any(map(alive, pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(map(alive, pids))
+
+
+def test_the_same_snippet_runs_under_torchrun(tmp_path):
+    """Started by torchrun (one host, 2 processes), a snippet prints what the page shows."""
+    snippet = LAUNCHER_DIR / "two_losses.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         str(snippet)],
+        cwd=tmp_path,
+        env=snippetcheck.snippet_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == snippet.with_suffix(".out").read_text(encoding="utf-8")
