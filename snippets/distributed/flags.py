@@ -48,18 +48,18 @@ def train(model_class, settings, x, steps=3, summed=False):
         try:
             loss1, loss2 = ddp(x)
             if summed:
-                (loss1 + loss2).backward()  # (3)!
+                (loss1 + loss2).backward()  # (1)!
             else:
                 loss1.backward(retain_graph=True)
                 loss2.backward()
         except RuntimeError as error:
             first_sentence = str(error).split(". ")[0].rstrip(".")
-            seen.append(f"step {step}: RuntimeError: {first_sentence}.")  # (1)!
+            seen.append(f"step {step}: RuntimeError: {first_sentence}.")  # (2)!
             break
         grad = torch.cat([p.grad.flatten() for p in ddp.parameters()])
         both = [torch.empty_like(grad) for _ in range(dist.get_world_size())]
         dist.all_gather(both, grad)
-        seen.append("same" if torch.equal(both[0], both[1]) else "differ")  # (2)!
+        seen.append("same" if torch.equal(both[0], both[1]) else "differ")  # (3)!
     return seen
 
 

@@ -31,6 +31,15 @@ def on_every_rank(rank, world_size):
     reference = make_model()  # one process, the full batch, no DDP
     sum(two_losses(reference(full_batch))).backward()
 
+    plain = make_model()  # without DDP, the two ways give the same gradients
+    loss1, loss2 = two_losses(plain(full_batch))
+    loss1.backward(retain_graph=True)
+    loss2.backward()
+    same_without_ddp = torch.allclose(flat_grad(plain), flat_grad(reference), atol=1e-6)
+    assert same_without_ddp
+    if rank == 0:
+        print("without DDP, both ways give the same gradients:", same_without_ddp)
+
     for style in ("sum of losses, one backward", "two backwards, retain_graph=True"):
         model = make_model()
         ddp = DDP(model)
@@ -58,7 +67,14 @@ def on_every_rank(rank, world_size):
         local_loss2 = g1 / world_size + torch.cat([g.flatten() for g in g2])
         loss2_local_only = torch.allclose(grad, local_loss2, atol=1e-6)
 
+        torch.optim.SGD(model.parameters(), lr=0.1).step()
+        params = torch.cat([p.detach().flatten() for p in model.parameters()])
+        all_params = [torch.empty_like(params) for _ in range(world_size)]
+        dist.all_gather(all_params, params)
+        same_model = all(torch.equal(p, all_params[0]) for p in all_params)
+
         assert calls["all-reduce"] == 1  # this small model fits in one bucket
+        assert same_model == identical
         if style.startswith("sum"):
             assert identical and correct
         else:
@@ -69,6 +85,7 @@ def on_every_rank(rank, world_size):
             print("  gradients identical on both ranks:      ", identical)
             print("  equal to one process on the full batch: ", correct)
             print("  loss2's gradient left out of all-reduce:", loss2_local_only)
+            print("  same model on both ranks after a step:  ", same_model)
 
 
 if __name__ == "__main__":
