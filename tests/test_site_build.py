@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urljoin, urlsplit
 
 import mdfences
 
@@ -91,7 +92,10 @@ def test_language_switcher_links_the_same_page(built_site):
         en_path = rel.removeprefix("zh/").removesuffix("index.html")
         links = dict(SWITCHER.findall(html))
         assert set(links.values()) == {"en", "zh"}, (rel, links)
-        by_lang = {lang: href for href, lang in links.items()}
+        # Resolve each link against the page's own address: on a nested page the link to
+        # the page's own language can be relative ("./").
+        page_url = "http://site/" + rel
+        by_lang = {lang: urlsplit(urljoin(page_url, href)).path for href, lang in links.items()}
         assert by_lang["en"].rstrip("/").endswith(("/" + en_path).rstrip("/")), (rel, by_lang)
         assert by_lang["zh"].rstrip("/").endswith(("/zh/" + en_path).rstrip("/")), (rel, by_lang)
     assert (built_site.path / "zh" / "sitemap.xml").exists()
