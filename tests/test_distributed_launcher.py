@@ -101,14 +101,14 @@ def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path):
     assert proc.returncode != 0
     assert "RuntimeError: rank 1 breaks" in proc.stderr
     assert "launch: a rank failed; every rank has been stopped" in proc.stderr
-    assert "rank 1: 1" in proc.stderr
+    # Which rank exits first varies: rank 0's barrier fails as soon as rank 1 is gone.
     assert seconds < 60, f"the failure took {seconds:.0f} s to surface"
     pids = rank_pids(tmp_path)
     assert len(pids) == 2 and not any(map(alive, pids))
 
 
 def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path):
-    limit = 20
+    limit = 10
     body = """
     if rank == 1:
         time.sleep(3600)
