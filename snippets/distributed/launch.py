@@ -5,6 +5,7 @@ ranks that add up their rank numbers with one all-reduce.
 """
 
 import datetime
+import faulthandler
 import multiprocessing.connection
 import os
 import sys
@@ -25,7 +26,7 @@ def launch(fn, world_size=2, time_limit_s=TIME_LIMIT_S):
             fn(dist.get_rank(), dist.get_world_size())
         finally:
             dist.destroy_process_group()
-        return
+        _exit_now()
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)  # (2)!
     ctx = mp.get_context("spawn")
     ranks = [
@@ -55,12 +56,14 @@ def launch(fn, world_size=2, time_limit_s=TIME_LIMIT_S):
             if process.exitcode is None:
                 process.kill()
                 process.join()
+        del store  # closed now, not during the interpreter's teardown
     if failure is not None:
         codes = ", ".join(f"rank {r}: {p.exitcode}" for r, p in enumerate(ranks))
         sys.exit(f"launch: {failure}; every rank has been stopped (exit codes {codes})")
 
 
 def _rank(fn, rank, world_size, port, parent_pid):
+    faulthandler.enable(all_threads=True)  # a crash in C++ shows where Python was
     threading.Thread(target=_exit_if_orphaned, args=(parent_pid,), daemon=True).start()
     store = dist.TCPStore(
         "127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=30)
@@ -73,6 +76,14 @@ def _rank(fn, rank, world_size, port, parent_pid):
         fn(rank, world_size)
     finally:
         dist.destroy_process_group()  # (5)!
+    _exit_now()
+
+
+def _exit_now():
+    """Exit 0 without the interpreter's teardown, once the rank's work is done."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # (6)!
 
 
 def _exit_if_orphaned(parent_pid):
