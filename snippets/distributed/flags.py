@@ -1,0 +1,98 @@
+import os
+
+# find_unused_parameters=True makes DDP print a C++ warning to stderr when it finds no unused
+# parameter ("...did not find any unused parameters..."). It says nothing about correctness,
+# so this program silences C++ warnings; errors still raise, as the output shows.
+os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+
+import torch
+import torch.distributed as dist
+from launch import launch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+SETTINGS = {
+    "default": {},
+    "find_unused_parameters=True": {"find_unused_parameters": True},
+    "static_graph=True": {"static_graph": True},
+}
+
+
+class Shared(nn.Module):  # both losses depend on every parameter
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+
+    def forward(self, x):
+        y = self.net(x)
+        return y.pow(2).mean(), y.sum(dim=1).tanh().mean()
+
+
+class TwoHeads(nn.Module):  # loss1 never reaches head2, loss2 never reaches head1
+    def __init__(self):
+        super().__init__()
+        self.trunk, self.head1, self.head2 = nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 1)
+
+    def forward(self, x):
+        z = self.trunk(x).tanh()
+        return self.head1(z).pow(2).mean(), self.head2(z).pow(2).mean()
+
+
+def train(model_class, settings, x, steps=3, summed=False):
+    """Two backwards per step; says what happened at each step."""
+    torch.manual_seed(0)
+    ddp = DDP(model_class(), **settings)
+    seen = []
+    for step in range(1, steps + 1):
+        ddp.zero_grad()
+        try:
+            loss1, loss2 = ddp(x)
+            if summed:
+                (loss1 + loss2).backward()  # (1)!
+            else:
+                loss1.backward(retain_graph=True)
+                loss2.backward()
+        except RuntimeError as error:
+            first_sentence = str(error).split(". ")[0].rstrip(".")
+            seen.append(f"step {step}: RuntimeError: {first_sentence}.")  # (2)!
+            break
+        grad = torch.cat([p.grad.flatten() for p in ddp.parameters()])
+        both = [torch.empty_like(grad) for _ in range(dist.get_world_size())]
+        dist.all_gather(both, grad)
+        seen.append("same" if torch.equal(both[0], both[1]) else "differ")  # (3)!
+    return seen
+
+
+def on_every_rank(rank, world_size):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
+    results = {}
+    for model_class in (Shared, TwoHeads):
+        for name, settings in SETTINGS.items():
+            results[model_class.__name__, name] = train(model_class, settings, x)
+    results["TwoHeads", "default, one backward of loss1 + loss2"] = train(
+        TwoHeads, {}, x, summed=True
+    )
+    if rank == 0:
+        for (model, name), seen in results.items():
+            print(f"{model}, {name}:")
+            print("   ", ", ".join(seen))
+
+    differ = ["differ"] * 3  # every step runs; the ranks' gradients differ after each one
+    assert all(results["Shared", name] == differ for name in SETTINGS)
+    assert results["TwoHeads", "default, one backward of loss1 + loss2"] == ["same"] * 3
+    assert results["TwoHeads", "default"] == [
+        "step 1: RuntimeError: Expected to mark a variable ready only once."
+    ]
+    assert results["TwoHeads", "find_unused_parameters=True"] == [
+        "differ", "step 2: RuntimeError: Encountered gradient which is undefined, "
+        "but still allreduced by DDP reducer."
+    ]
+    assert results["TwoHeads", "static_graph=True"] == [
+        "differ", "step 2: RuntimeError: Your training graph has changed in this iteration, "
+        "e.g., one parameter is unused in first iteration, but then got used in the second "
+        "iteration."
+    ]
+
+
+if __name__ == "__main__":
+    launch(on_every_rank)

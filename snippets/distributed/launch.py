@@ -1,0 +1,104 @@
+"""Run ``fn(rank, world_size)`` on 2 local CPU ranks (gloo), or on the ranks torchrun started.
+
+Other examples on the page import ``launch`` from this file. Run by itself, it starts two
+ranks that add up their rank numbers with one all-reduce.
+"""
+
+import datetime
+import faulthandler
+import multiprocessing.connection
+import os
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+TIME_LIMIT_S = 90.0  # the whole run, all ranks together
+
+
+def launch(fn, world_size=2, time_limit_s=TIME_LIMIT_S):
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # (1)!
+        dist.init_process_group("gloo")
+        try:
+            fn(dist.get_rank(), dist.get_world_size())
+        finally:
+            dist.destroy_process_group()
+        _exit_now()
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)  # (2)!
+    ctx = mp.get_context("spawn")
+    ranks = [
+        ctx.Process(target=_rank, args=(fn, rank, world_size, store.port, os.getpid()))
+        for rank in range(world_size)
+    ]
+    for process in ranks:
+        process.start()
+    deadline = time.monotonic() + time_limit_s
+    failure = None
+    try:
+        while failure is None and any(p.exitcode is None for p in ranks):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                failure = f"ranks still running after {time_limit_s:g} s"
+                break
+            running = [p.sentinel for p in ranks if p.exitcode is None]
+            multiprocessing.connection.wait(running, timeout=min(left, 1.0))
+            if any(p.exitcode not in (None, 0) for p in ranks):  # (3)!
+                failure = "a rank failed"
+    finally:
+        for process in ranks:  # (4)!
+            if process.exitcode is None:
+                process.terminate()
+        for process in ranks:
+            process.join(5)
+            if process.exitcode is None:
+                process.kill()
+                process.join()
+        del store  # closed now, not during the interpreter's teardown
+    if failure is not None:
+        codes = ", ".join(f"rank {r}: {p.exitcode}" for r, p in enumerate(ranks))
+        sys.exit(f"launch: {failure}; every rank has been stopped (exit codes {codes})")
+
+
+def _rank(fn, rank, world_size, port, parent_pid):
+    faulthandler.enable(all_threads=True)  # a crash in C++ shows where Python was
+    threading.Thread(target=_exit_if_orphaned, args=(parent_pid,), daemon=True).start()
+    store = dist.TCPStore(
+        "127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=30)
+    )
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=world_size,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    try:
+        fn(rank, world_size)
+    finally:
+        dist.destroy_process_group()  # (5)!
+    _exit_now()
+
+
+def _exit_now():
+    """Exit 0 without the interpreter's teardown, once the rank's work is done."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # (6)!
+
+
+def _exit_if_orphaned(parent_pid):
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(1)  # the launcher was killed: do not outlive it
+
+
+def _demo(rank, world_size):
+    total = torch.tensor([float(rank)])
+    dist.all_reduce(total)  # sums over all ranks
+    assert total.item() == sum(range(world_size))
+    if rank == 0:
+        print("ranks:", world_size, "| sum of rank numbers:", int(total.item()))
+
+
+if __name__ == "__main__":
+    launch(_demo)

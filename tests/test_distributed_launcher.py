@@ -1,0 +1,162 @@
+"""The launcher every distributed snippet uses fails fast and leaves no process behind.
+
+``snippets/distributed/launch.py`` starts the ranks. A rank that raises must fail the whole
+program with a non-zero exit, a rank that hangs must be killed at the time limit, and if the
+launcher itself is killed its ranks must not outlive it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import snippetcheck
+
+LAUNCHER_DIR = snippetcheck.SNIPPETS_DIR / "distributed"
+
+PROGRAM = """\
+import os, sys, time
+sys.path.insert(0, {launcher_dir!r})
+import torch.distributed as dist
+from launch import launch
+
+def rank_fn(rank, world_size):
+    with open(os.path.join({pid_dir!r}, f"rank{{rank}}.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    dist.barrier()
+{body}
+
+if __name__ == "__main__":
+    launch(rank_fn, time_limit_s={limit})
+"""
+
+
+# One write per line: with unbuffered output, print() of several pieces can interleave.
+BOTH_PRINT = "sys.stdout.write(f'rank {rank} done\\n')"
+
+
+def write_program(tmp_path: Path, body: str, limit: float) -> Path:
+    path = tmp_path / "program.py"
+    path.write_text(
+        PROGRAM.format(
+            launcher_dir=str(LAUNCHER_DIR),
+            pid_dir=str(tmp_path),
+            body=textwrap.indent(textwrap.dedent(body), "    "),
+            limit=limit,
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has exited
+
+
+def rank_pids(tmp_path: Path) -> list[int]:
+    return [int(p.read_text()) for p in sorted(tmp_path.glob("rank*.pid")) if p.read_text()]
+
+
+def run(path: Path, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(path)],
+        cwd=path.parent,
+        env=snippetcheck.snippet_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc, time.monotonic() - start
+
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def test_a_healthy_run_exits_zero(tmp_path):
+    proc, _ = run(write_program(tmp_path, BOTH_PRINT, limit=60), 120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split("\n")) == ["", "rank 0 done", "rank 1 done"]
+    assert proc.stderr == ""
+    assert len(rank_pids(tmp_path)) == 2 and not any(map(alive, rank_pids(tmp_path)))
+
+
+def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path):
+    body = """
+    if rank == 1:
+        raise RuntimeError("rank 1 breaks")
+    dist.barrier()  # rank 0 would wait here for rank 1 forever
+    """
+    proc, seconds = run(write_program(tmp_path, body, limit=60), 120)
+    assert proc.returncode != 0
+    assert "RuntimeError: rank 1 breaks" in proc.stderr
+    assert "launch: a rank failed; every rank has been stopped" in proc.stderr
+    # Which rank exits first varies: rank 0's barrier fails as soon as rank 1 is gone.
+    assert seconds < 60, f"the failure took {seconds:.0f} s to surface"
+    pids = rank_pids(tmp_path)
+    assert len(pids) == 2 and not any(map(alive, pids))
+
+
+def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path):
+    limit = 10
+    body = """
+    if rank == 1:
+        time.sleep(3600)
+    dist.barrier()
+    """
+    proc, seconds = run(write_program(tmp_path, body, limit=limit), 120)
+    assert proc.returncode != 0
+    assert f"ranks still running after {limit} s" in proc.stderr
+    assert limit <= seconds < limit + 30
+    pids = rank_pids(tmp_path)
+    assert len(pids) == 2 and not any(map(alive, pids))
+
+
+def test_ranks_do_not_outlive_a_killed_launcher(tmp_path):
+    path = write_program(tmp_path, "time.sleep(3600)", limit=600)
+    proc = subprocess.Popen(
+        [sys.executable, str(path)],
+        cwd=tmp_path,
+        env=snippetcheck.snippet_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(rank_pids(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pids = rank_pids(tmp_path)
+        assert len(pids) == 2, "the ranks did not start"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while any(map(alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(alive, pids))
+
+
+def test_the_same_snippet_runs_under_torchrun(tmp_path):
+    """Started by torchrun (one host, 2 processes), a snippet prints what the page shows."""
+    snippet = LAUNCHER_DIR / "two_losses.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         str(snippet)],
+        cwd=tmp_path,
+        env=snippetcheck.snippet_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == snippet.with_suffix(".out").read_text(encoding="utf-8")
