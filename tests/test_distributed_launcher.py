@@ -7,6 +7,7 @@ launcher itself is killed its ranks must not outlive it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -160,3 +161,58 @@ def test_the_same_snippet_runs_under_torchrun(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == snippet.with_suffix(".out").read_text(encoding="utf-8")
+
+
+def load_launcher():
+    spec = importlib.util.spec_from_file_location("launch_under_test", LAUNCHER_DIR / "launch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class LaggingRank:
+    """A rank whose exit code shows up only some reads after its sentinel said it ended.
+
+    A real child's sentinel closes before the kernel reports it as exited, so right after
+    ``multiprocessing.connection.wait()`` returns, ``exitcode`` can still be None.
+    """
+
+    def __init__(self, final_code, lag_reads):
+        self.final_code, self.lag_reads = final_code, lag_reads
+        self.ended, self.reads = False, 0
+        self.sentinel = object()
+
+    @property
+    def exitcode(self):
+        if not self.ended:
+            return None
+        self.reads += 1
+        return None if self.reads <= self.lag_reads else self.final_code
+
+
+@pytest.mark.parametrize("lag_reads", [0, 1, 2, 3])
+def test_a_rank_whose_failure_shows_late_is_still_a_failure(monkeypatch, lag_reads):
+    """The race the audit found: the old loop missed a failing rank when its exit code was
+    still None at the failure check and non-zero by the loop condition's next read."""
+    launcher = load_launcher()
+    ok, failing = LaggingRank(0, lag_reads), LaggingRank(1, lag_reads)
+
+    def wait(sentinels, timeout):  # both ranks end during the first wait
+        ok.ended = failing.ended = True
+        return sentinels
+
+    monkeypatch.setattr(launcher.multiprocessing.connection, "wait", wait)
+    assert launcher._watch([ok, failing], time_limit_s=60) == "a rank failed"
+
+
+def test_ranks_that_all_succeed_late_are_a_success(monkeypatch):
+    launcher = load_launcher()
+    ranks = [LaggingRank(0, 2), LaggingRank(0, 1)]
+
+    def wait(sentinels, timeout):
+        for rank in ranks:
+            rank.ended = True
+        return sentinels
+
+    monkeypatch.setattr(launcher.multiprocessing.connection, "wait", wait)
+    assert launcher._watch(ranks, time_limit_s=60) is None

@@ -35,20 +35,10 @@ def launch(fn, world_size=2, time_limit_s=TIME_LIMIT_S):
     ]
     for process in ranks:
         process.start()
-    deadline = time.monotonic() + time_limit_s
-    failure = None
     try:
-        while failure is None and any(p.exitcode is None for p in ranks):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                failure = f"ranks still running after {time_limit_s:g} s"
-                break
-            running = [p.sentinel for p in ranks if p.exitcode is None]
-            multiprocessing.connection.wait(running, timeout=min(left, 1.0))
-            if any(p.exitcode not in (None, 0) for p in ranks):  # (3)!
-                failure = "a rank failed"
+        failure = _watch(ranks, time_limit_s)
     finally:
-        for process in ranks:  # (4)!
+        for process in ranks:  # (3)!
             if process.exitcode is None:
                 process.terminate()
         for process in ranks:
@@ -57,9 +47,27 @@ def launch(fn, world_size=2, time_limit_s=TIME_LIMIT_S):
                 process.kill()
                 process.join()
         del store  # closed now, not during the interpreter's teardown
+    if failure is None and any(p.exitcode != 0 for p in ranks):  # (4)!
+        failure = "a rank failed"
     if failure is not None:
         codes = ", ".join(f"rank {r}: {p.exitcode}" for r, p in enumerate(ranks))
         sys.exit(f"launch: {failure}; every rank has been stopped (exit codes {codes})")
+
+
+def _watch(ranks, time_limit_s):
+    """Wait until every rank has exited; stop early when one fails or time runs out."""
+    deadline = time.monotonic() + time_limit_s
+    while True:
+        codes = [p.exitcode for p in ranks]  # (5)!
+        if any(code not in (None, 0) for code in codes):
+            return "a rank failed"
+        if None not in codes:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return f"ranks still running after {time_limit_s:g} s"
+        running = [p.sentinel for p, code in zip(ranks, codes, strict=True) if code is None]
+        multiprocessing.connection.wait(running, timeout=min(left, 1.0))
 
 
 def _rank(fn, rank, world_size, port, parent_pid):
@@ -75,7 +83,7 @@ def _rank(fn, rank, world_size, port, parent_pid):
     try:
         fn(rank, world_size)
     finally:
-        dist.destroy_process_group()  # (5)!
+        dist.destroy_process_group()  # (6)!
     _exit_now()
 
 
@@ -83,7 +91,7 @@ def _exit_now():
     """Exit 0 without the interpreter's teardown, once the rank's work is done."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)  # (6)!
+    os._exit(0)  # (7)!
 
 
 def _exit_if_orphaned(parent_pid):
