@@ -38,8 +38,8 @@ class TwoHeads(nn.Module):  # loss1 never reaches head2, loss2 never reaches hea
         return self.head1(z).pow(2).mean(), self.head2(z).pow(2).mean()
 
 
-def train(model_class, settings, x, steps=3, summed=False):
-    """Two backwards per step; says what happened at each step."""
+def train(model_class, settings, x, steps=3, summed=False, expected=None):
+    """Two backwards per step (or one, summed); says what happened at each step."""
     torch.manual_seed(0)
     ddp = DDP(model_class(), **settings)
     seen = []
@@ -60,17 +60,29 @@ def train(model_class, settings, x, steps=3, summed=False):
         both = [torch.empty_like(grad) for _ in range(dist.get_world_size())]
         dist.all_gather(both, grad)
         seen.append("same" if torch.equal(both[0], both[1]) else "differ")  # (3)!
+        if expected is not None:  # (4)!
+            seen[-1] += " = full batch" if torch.allclose(grad, expected, atol=1e-6) else ""
     return seen
 
 
+def full_batch_grad(model_class, full_batch):
+    """One process, no DDP, the whole batch, one backward of loss1 + loss2."""
+    torch.manual_seed(0)
+    model = model_class()
+    loss1, loss2 = model(full_batch)
+    (loss1 + loss2).backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
 def on_every_rank(rank, world_size):
-    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
+    full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    x = full_batch.chunk(world_size)[rank]
     results = {}
     for model_class in (Shared, TwoHeads):
         for name, settings in SETTINGS.items():
             results[model_class.__name__, name] = train(model_class, settings, x)
     results["TwoHeads", "default, one backward of loss1 + loss2"] = train(
-        TwoHeads, {}, x, summed=True
+        TwoHeads, {}, x, summed=True, expected=full_batch_grad(TwoHeads, full_batch)
     )
     if rank == 0:
         for (model, name), seen in results.items():
@@ -79,7 +91,7 @@ def on_every_rank(rank, world_size):
 
     differ = ["differ"] * 3  # every step runs; the ranks' gradients differ after each one
     assert all(results["Shared", name] == differ for name in SETTINGS)
-    assert results["TwoHeads", "default, one backward of loss1 + loss2"] == ["same"] * 3
+    assert results["TwoHeads", "default, one backward of loss1 + loss2"] == ["same = full batch"] * 3
     assert results["TwoHeads", "default"] == [
         "step 1: RuntimeError: Expected to mark a variable ready only once."
     ]
