@@ -91,7 +91,8 @@ def on_every_rank(rank, world_size):
 
     differ = ["differ"] * 3  # every step runs; the ranks' gradients differ after each one
     assert all(results["Shared", name] == differ for name in SETTINGS)
-    assert results["TwoHeads", "default, one backward of loss1 + loss2"] == ["same = full batch"] * 3
+    summed = results["TwoHeads", "default, one backward of loss1 + loss2"]
+    assert summed == ["same = full batch"] * 3
     assert results["TwoHeads", "default"] == [
         "step 1: RuntimeError: Expected to mark a variable ready only once."
     ]
