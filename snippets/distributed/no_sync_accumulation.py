@@ -49,6 +49,28 @@ def on_every_rank(rank, world_size):
     reference(full_batch).pow(2).mean().backward()
     expected = torch.cat([p.grad.flatten() for p in reference.parameters()])
 
+    try:
+        loss.backward()  # the last micro-batch's graph, a second time
+    except RuntimeError as error:
+        second_backward = str(error).split(" (")[0].split(".")[0]
+    else:
+        second_backward = "no error"
+
+    # The same first micro-batch with its forward pass OUTSIDE no_sync(), backward inside.
+    outside = make_model()
+    ddp_outside = DDP(outside)
+    calls_outside = {"all-reduce": 0}
+    ddp_outside.register_comm_hook(calls_outside, counting_allreduce)
+    loss = ddp_outside(micro_batches[0]).pow(2).mean()
+    with ddp_outside.no_sync():  # (4)!
+        loss.backward()
+    grad_outside = torch.cat([p.grad.flatten() for p in outside.parameters()])
+    gathered = [torch.empty_like(grad_outside) for _ in range(world_size)]
+    dist.all_gather(gathered, grad_outside)
+    outside_in_sync = torch.equal(gathered[0], gathered[1])
+
+    assert second_backward == "Trying to backward through the graph a second time"
+    assert calls_outside["all-reduce"] == 1 and outside_in_sync
     assert len({id(g) for g in graphs}) == 4  # a new graph for every micro-batch
     assert not in_sync_after_first  # no_sync: nothing was communicated yet
     assert calls["all-reduce"] == 1
@@ -61,6 +83,10 @@ def on_every_rank(rank, world_size):
         print("all-reduce calls in the step:     ", calls["all-reduce"])
         print("gradients identical on both ranks:", torch.equal(both[0], both[1]))
         print("equal to one big batch of 16 rows:", torch.allclose(grad, expected, atol=1e-6))
+        print("second backward, last micro-batch:", second_backward)
+        print("forward outside no_sync(), backward inside:")
+        print("  all-reduce calls:                ", calls_outside["all-reduce"])
+        print("  ranks in sync after it:          ", outside_in_sync)
 
 
 if __name__ == "__main__":
