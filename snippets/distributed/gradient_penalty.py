@@ -83,7 +83,9 @@ def on_every_rank(rank, world_size):
             "warnings": sorted({str(w.message).split(".")[0] for w in caught}),
         }
         assert all("This is not an error, but may impair performance" in str(w.message)
-                   for w in caught)
+                   and w.category is UserWarning for w in caught)
+    assert report["input"]["warnings"] == ["Grad strides do not match bucket view strides"]
+    assert report["parameter"]["warnings"] == []
 
     model = make_model()
     ddp = DDP(model)
