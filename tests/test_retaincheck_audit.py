@@ -36,6 +36,7 @@ EXPECTED = {
     "rnn_detached.py": [(False, False)],
     "no_saved_tensors.py": [(False, False)],
     "no_retain.py": [],
+    "generator_roots.py": [(True, False)],  # roots given as a one-shot map(...)
 }
 
 
@@ -267,3 +268,14 @@ def test_importing_retaincheck_patches_nothing():
         timeout=120,
     )
     assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+
+
+def test_roots_given_as_a_gradient_edge_are_walked():
+    from torch.autograd.graph import get_gradient_edge
+
+    x = torch.randn(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        y = x.exp().sum()
+        torch.autograd.backward(get_gradient_edge(y), torch.ones(()), retain_graph=True)
+        y.backward()
+    assert [c.needed for c in report.calls] == [True]

@@ -253,6 +253,18 @@ class _Session:
                 return original(*args, **kwargs)
             retain = arguments.get("retain_graph")
             explicit = retain is not None and bool(retain)
+            roots = arguments.get(roots_arg)
+            if roots is not None and not session._single_root(roots):
+                # A one-shot iterable (a generator, map(...)) would be consumed by torch and
+                # leave nothing to walk: materialise it once and hand torch the same tuple.
+                try:
+                    roots = tuple(roots)
+                except TypeError:  # not iterable: let torch raise its own error
+                    return original(*args, **kwargs)
+                bound = signature.bind(*args, **kwargs)
+                bound.arguments[roots_arg] = roots
+                args, kwargs = bound.args, bound.kwargs
+                arguments = bound.arguments
             return session._run(original, kind, args, kwargs, arguments, roots_arg, explicit)
 
         wrapper.__wrapped__ = original
@@ -325,15 +337,29 @@ class _Session:
                 call.reached.add(first)
 
     # -- graphs -------------------------------------------------------------------------------
+    def _single_root(self, roots) -> bool:
+        """True for what torch itself treats as one root: a tensor(-like) or a GradientEdge."""
+        from torch.autograd.graph import GradientEdge
+        from torch.overrides import is_tensor_like
+
+        return is_tensor_like(roots) or isinstance(roots, GradientEdge)
+
     def _retained(self, record: CallRecord, index: int, roots):
+        from torch.autograd.graph import GradientEdge
+
         torch = self.torch
-        if isinstance(roots, torch.Tensor):
+        if self._single_root(roots):
             roots = (roots,)
         try:
             roots = tuple(roots)
         except TypeError:
             roots = ()
-        stack = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack = []
+        for root in roots:
+            if isinstance(root, GradientEdge):
+                stack.append(root.node)
+            elif isinstance(root, torch.Tensor) and root.grad_fn is not None:
+                stack.append(root.grad_fn)
         seen: set[int] = set()
         nodes = []
         params: set[tuple] = set()
