@@ -37,6 +37,7 @@ EXPECTED = {
     "no_saved_tensors.py": [(False, False)],
     "no_retain.py": [],
     "generator_roots.py": [(True, False)],  # roots given as a one-shot map(...)
+    "hook_reentrant.py": [(True, False)],  # reused by a hook while the call still runs
 }
 
 
@@ -279,3 +280,46 @@ def test_roots_given_as_a_gradient_edge_are_walked():
         torch.autograd.backward(get_gradient_edge(y), torch.ones(()), retain_graph=True)
         y.backward()
     assert [c.needed for c in report.calls] == [True]
+
+
+def test_a_reuse_during_the_retaining_call_through_an_unseen_name_counts():
+    """The nested walk is not recorded (bound early), so its call is not on the audit's stack;
+    it executes nodes the retaining call has already executed once: the second firing counts."""
+    from torch.autograd import grad as bound_early
+
+    x = torch.randn(4, requires_grad=True)
+    seen = []
+
+    def hook(g):
+        if not seen:  # the nested call runs this hook too
+            seen.append(None)
+            seen[0] = bound_early(loss, x)
+
+    with retaincheck.audit() as report:
+        a = x.exp()
+        loss = (a * a).sum()
+        x.register_hook(hook)
+        loss.backward(retain_graph=True)
+    assert [(c.needed, c.reused_by) for c in report.calls] == [(True, ["?"])]
+
+
+def test_the_call_s_own_pass_does_not_count():
+    x = torch.randn(4, requires_grad=True)
+    with retaincheck.audit() as report:
+        for _ in range(3):
+            loss = (x.exp() * x).sum()
+            loss.backward(retain_graph=True)
+    (call,) = report.calls
+    assert (call.executions, call.needed, call.history_leak) == (3, False, False)
+
+
+def test_a_retaining_call_that_raises_did_not_complete():
+    x = torch.randn(3)  # does not require grad: backward raises
+    with retaincheck.audit() as report:
+        with pytest.raises(RuntimeError):
+            x.exp().sum().backward(retain_graph=True)
+    (call,) = report.calls
+    assert call.executions == 0 and call.verdict == "did not complete"
+    assert "raised before it returned" in report.format()
+    assert "NOT NEEDED" not in report.format() and "ran 0 times" not in report.format()
+    assert call.to_dict()["verdict"] == "did not complete"
