@@ -63,7 +63,8 @@ class CallRecord:
     retained."""
     retained_bytes: int = 0
     """Bytes of the distinct storages held by saved tensors of the retained graph, largest over
-    the executions; parameters (leaf tensors that require grad) are not counted."""
+    the executions; leaf tensors that require grad (trainable parameters) are not counted,
+    frozen parameters and buffers that the graph saves are."""
     history_leak: bool = False
     """True when later executions of this call site kept walking back into the graphs of two or
     more earlier executions: history (a hidden state, a running total) leaks across iterations."""
