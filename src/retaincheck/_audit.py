@@ -514,10 +514,12 @@ class audit:
 
     Inside the block, every call to ``Tensor.backward``, ``torch.autograd.backward`` or
     ``torch.autograd.grad`` that passes ``retain_graph=True`` explicitly is recorded with its
-    call site in your code. A call site is **needed** when a later ``backward`` or ``grad``
-    call inside the block executed a node of a graph it retained; otherwise it is **not
-    needed**. Put everything that may walk the graph again inside the block: uses after the
-    block are not seen. ``python -m retaincheck script.py`` audits a whole script.
+    call site in your code. A call site is **needed** when another ``backward`` or ``grad``
+    call inside the block (later, or while the retaining call was still running) executed a
+    node of a graph it retained; otherwise it is **not needed**, or **did not complete** when
+    every call at that site raised. Put everything that may walk the graph again inside the
+    block: uses after the block are not seen.
+    ``python -m retaincheck script.py`` audits a whole script.
 
     The audit never changes results: the wrappers pass every argument through unchanged and
     the hooks return nothing. Everything is restored on exit, also when the block raises.
