@@ -156,3 +156,30 @@ def test_the_console_script_is_declared():
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+CLI_FIXTURES = FIXTURES / "cli"
+
+
+@pytest.mark.parametrize("name", ["thread_after_main.py", "atexit.py"])
+def test_a_reuse_after_the_main_code_returns_is_seen(name, tmp_path):
+    """Python waits for non-daemon threads and runs atexit handlers after the main code; so
+    does the audit. Ground truth: without the flag, that late reuse fails."""
+    proc = cli(str(CLI_FIXTURES / name))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "ok" in proc.stdout and "NEEDED: walked again by" in proc.stdout
+    assert "NOT NEEDED" not in proc.stdout
+    assert proc.stdout.count(" ok") == 1  # the atexit handler ran once, not twice
+    copy = tmp_path / name
+    text = (CLI_FIXTURES / name).read_text()
+    copy.write_text(text.replace("retain_graph=True", "retain_graph=False"))
+    plain = subprocess.run([sys.executable, str(copy)], capture_output=True, text=True, timeout=120)
+    assert "backward through the graph a second time" in plain.stderr
+
+
+def test_json_stdout_holds_only_the_json_even_for_fd_writes_and_subprocesses():
+    proc = cli("--json", str(CLI_FIXTURES / "fd_output.py"))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)  # nothing else on file descriptor 1
+    assert data["calls"][0]["verdict"] == "not needed"
+    assert "fd1 write\n" in proc.stderr and "child echo\n" in proc.stderr

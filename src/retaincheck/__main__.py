@@ -1,15 +1,19 @@
 """``python -m retaincheck [--json] script.py [args...]``: audit a whole script.
 
-The script runs as ``__main__`` with its own ``sys.argv``. The report is printed when it ends,
-also when it raises; the script's exit status is kept (an uncaught exception exits with 1 after
-the script's own traceback). Bad input exits with 2 and a one-line error.
+The script runs as ``__main__`` with its own ``sys.argv``. As Python would, the audit then
+waits for the script's non-daemon threads and runs its ``atexit`` handlers, so a reuse there
+is seen. The report is printed after that, also when the script raises; the script's exit
+status is kept (an uncaught exception exits with 1 after the script's own traceback).
+Bad input exits with 2 and a one-line error.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import runpy
 import sys
+import threading
 import traceback
 
 USAGE = """\
@@ -21,7 +25,8 @@ graph it retained, and how many bytes of saved tensors it kept alive.
 
 options:
   --json      print one JSON object instead of the readable report; the script's own
-              standard output goes to standard error, so standard output holds only the JSON
+              standard output (file descriptor 1, subprocesses included) goes to standard
+              error, so standard output holds only the JSON
   -h, --help  show this help and exit
   --version   print the version and exit
 """
@@ -95,6 +100,26 @@ def _script_traceback(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb)
 
 
+def _finish_like_python() -> None:
+    """What Python does when a script's main code ends, done inside the audit.
+
+    It waits for the script's non-daemon threads, then runs the ``atexit`` handlers
+    (``atexit._run_exitfuncs`` runs each once and clears them; any left are cleared, so none
+    runs again at interpreter exit). A reuse of a retained graph in either place is then seen.
+    """
+    main = threading.main_thread()
+    while True:
+        waiting = [t for t in threading.enumerate() if t is not main and not t.daemon]
+        waiting = [t for t in waiting if t is not threading.current_thread()]
+        if not waiting:
+            break
+        for thread in waiting:
+            thread.join()
+    atexit._run_exitfuncs()
+    if atexit._ncallbacks():  # cleared by _run_exitfuncs on 3.11; never let one run twice
+        atexit._clear()
+
+
 def _exit_code(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
@@ -127,7 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.path[0] = script_dir
     else:
         sys.path.insert(0, script_dir)
+    real_stdout = None
     if as_json:
+        # Everything the script writes to standard output goes to standard error: Python-level
+        # prints, os.write(1, ...) and the output of subprocesses (file descriptor 1).
+        sys.stdout.flush()
+        real_stdout = os.dup(1)
+        os.dup2(2, 1)
         sys.stdout = sys.stderr
     status = 0
     try:
@@ -140,12 +171,20 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
                 _script_traceback(exc)
                 status = 1
+            try:
+                _finish_like_python()
+            except SystemExit as exc:
+                status = status or _exit_code(exc)
     finally:
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+        if real_stdout is not None:
+            sys.stderr.flush()
+            os.dup2(real_stdout, 1)
+            os.close(real_stdout)
     if as_json:
         print(report.to_json())
     else:

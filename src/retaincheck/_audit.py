@@ -5,12 +5,17 @@ How it works, in short:
 * While an audit is active, ``torch.autograd.backward`` (which ``Tensor.backward`` calls)
   and ``torch.autograd.grad`` are replaced by thin wrappers that pass every argument
   through unchanged and note who called them.
-* When a call made with ``retain_graph=True`` returns, the audit walks every node reachable from
-  its roots, adds up the saved tensors the graph still holds, and registers a pre-hook on each
-  node (leaf accumulators excepted: they are shared by every graph that uses a parameter).
-* A pre-hook runs whenever a later ``backward`` or ``grad`` call executes that node. That is the
-  definition of "needed": a later call really walked the graph this call retained. The hooks are
-  registered only after the retaining call has returned, so its own pass never counts.
+* Before a call made with ``retain_graph=True`` runs, the audit walks every node reachable from
+  its roots (the ``tensors`` of backward, the ``outputs`` of grad), adds up the saved tensors
+  the graph holds, and registers a pre-hook on each node (leaf accumulators excepted: they are
+  shared by every graph that uses a parameter).
+* A pre-hook runs whenever a backward pass executes that node. That is the definition of
+  "needed": another call really walked the graph this call retained, later or during it (a
+  tensor hook that calls ``autograd.grad``). The retaining call's own pass executes each node
+  at most once, and that one firing per node is ignored while the call is innermost; a second
+  firing, or a firing while a nested call is innermost, counts.
+* A call that raises is not counted as an execution; a site whose every call raised is
+  reported as "did not complete", never as "not needed".
 * On exit every wrapper and hook is removed, also when the block raises.
 
 A hook that fires without the audit knowing which call is running still marks the graph as
@@ -50,13 +55,16 @@ class CallRecord:
     kind: str
     """``"backward"`` (``Tensor.backward`` or ``torch.autograd.backward``) or ``"grad"``."""
     executions: int = 0
-    """How many times this call site ran with ``retain_graph=True``."""
+    """How many times this call site ran with ``retain_graph=True`` and returned (a call that
+    raised is not counted; a site whose every call raised has the verdict
+    ``"did not complete"``)."""
     needed: bool = False
     """True when a later ``backward``/``grad`` call executed a node of a graph this site
     retained."""
     retained_bytes: int = 0
     """Bytes of the distinct storages held by saved tensors of the retained graph, largest over
-    the executions; parameters (leaf tensors that require grad) are not counted."""
+    the executions; leaf tensors that require grad (trainable parameters) are not counted,
+    frozen parameters and buffers that the graph saves are."""
     history_leak: bool = False
     """True when later executions of this call site kept walking back into the graphs of two or
     more earlier executions: history (a hidden state, a running total) leaks across iterations."""
@@ -72,7 +80,10 @@ class CallRecord:
 
     @property
     def verdict(self) -> str:
-        """``"needed"``, ``"not needed"`` or ``"needed only because history leaks"``."""
+        """``"needed"``, ``"not needed"``, ``"needed only because history leaks"`` or
+        ``"did not complete"`` (every execution of the call raised)."""
+        if self.executions == 0:
+            return "did not complete"
         if self.history_leak:
             return "needed only because history leaks"
         return "needed" if self.needed else "not needed"
@@ -80,6 +91,11 @@ class CallRecord:
     @property
     def suggestion(self) -> str:
         """One line saying what to do about this call."""
+        if self.executions == 0:
+            return (
+                "the call raised before it returned, so nothing can be said about it: fix that "
+                "error, then run retaincheck again"
+            )
         if self.history_leak:
             return (
                 "detach the hidden state (or running value) you carry into the next iteration, "
@@ -154,9 +170,14 @@ class Report:
         lines = [f"retaincheck: {n} call site{'s' if n != 1 else ''} used retain_graph=True", ""]
         for c in self.calls:
             times = "once" if c.executions == 1 else f"{c.executions} times"
-            lines.append(f"{c.site}  {c.code}  (ran {times})")
+            if c.executions == 0:
+                lines.append(f"{c.site}  {c.code}  (raised before it returned)")
+            else:
+                lines.append(f"{c.site}  {c.code}  (ran {times})")
             verdict = c.verdict.upper()
-            if c.needed and c.reused_by:
+            if c.executions == 0:
+                verdict += ": the call raised, so its graph was never judged"
+            elif c.needed and c.reused_by:
                 verdict += f": walked again by {', '.join(c.reused_by)}"
             elif not c.needed:
                 verdict += ": no later backward() or grad() walked this graph"
@@ -199,13 +220,15 @@ class _Tag:
 
 
 class _Call:
-    __slots__ = ("record", "key", "index", "reached")
+    __slots__ = ("record", "key", "index", "reached", "retaining", "fired")
 
-    def __init__(self, record: CallRecord | None, key: str, index: int):
+    def __init__(self, record: CallRecord | None, key: str, index: int, retaining: bool):
         self.record = record
         self.key = key
         self.index = index
+        self.retaining = retaining  # this call hooked its own graph before it ran
         self.reached: set[int] = set()
+        self.fired: set[int] = set()  # id() of the tags that fired while this call was innermost
 
 
 class _Session:
@@ -215,6 +238,7 @@ class _Session:
         self.torch = torch
         self.report = Report()
         self.records: dict[tuple[str, int], CallRecord] = {}
+        self.started: dict[CallRecord, int] = {}  # record -> executions started (also failed)
         self.stack: list[_Call] = []
         self.tagged: list[tuple[dict, object]] = []  # (node metadata, hook handle)
         self.prune_at = 4096
@@ -253,6 +277,18 @@ class _Session:
                 return original(*args, **kwargs)
             retain = arguments.get("retain_graph")
             explicit = retain is not None and bool(retain)
+            roots = arguments.get(roots_arg)
+            if roots is not None and not session._single_root(roots):
+                # A one-shot iterable (a generator, map(...)) would be consumed by torch and
+                # leave nothing to walk: materialise it once and hand torch the same tuple.
+                try:
+                    roots = tuple(roots)
+                except TypeError:  # not iterable: let torch raise its own error
+                    return original(*args, **kwargs)
+                bound = signature.bind(*args, **kwargs)
+                bound.arguments[roots_arg] = roots
+                args, kwargs = bound.args, bound.kwargs
+                arguments = bound.arguments
             return session._run(original, kind, args, kwargs, arguments, roots_arg, explicit)
 
         wrapper.__wrapped__ = original
@@ -299,7 +335,19 @@ class _Session:
                     self.report.calls.append(record)
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later execution
-        call = _Call(record, f"{key[0]}:{key[1]}", (record.executions + 1) if record else 0)
+        retaining = explicit and user
+        index = 0
+        if record is not None:
+            with _LOCK:
+                index = self.started.get(record, 0) + 1
+                if retaining:
+                    self.started[record] = index
+        call = _Call(record, f"{key[0]}:{key[1]}", index, retaining)
+        if retaining:
+            # Hook the graph BEFORE the call runs, so that a reuse during the call (a tensor
+            # hook that calls autograd.grad on the same graph) is seen; _fired ignores the
+            # call's own single pass over each node.
+            self._retained(record, index, arguments.get(roots_arg))
         self.stack.append(call)
         try:
             result = original(*args, **kwargs)
@@ -307,33 +355,56 @@ class _Session:
             self.stack.pop()
         if record is not None and len(call.reached) >= 2:
             record.history_leak = True
-        if explicit and user:
+        if retaining:  # counted only once the call has returned
             record.executions += 1
             if arguments.get("create_graph"):
                 record.create_graph = True
-            self._retained(record, call.index, arguments.get(roots_arg))
         return result
 
     def _fired(self, tag: _Tag):
         call = self.stack[-1] if self.stack else None
+        own_pass = unseen = False
+        if call is not None and call.retaining:
+            # A backward pass executes each node at most once: the first firing of a node
+            # while the retaining call is innermost is that call's own pass, a second one is
+            # another walk (one the audit could not see start) and counts as a use.
+            own_pass = id(tag) not in call.fired
+            unseen = not own_pass  # a walk the audit did not see start: who is unknown
+            call.fired.add(id(tag))
         for record, first in tag.first.items():
+            if own_pass and call.record is record and call.index == first:
+                continue
             record.needed = True
-            who = call.key if call is not None else "?"
+            who = call.key if call is not None and not unseen else "?"
             if who not in record.reused_by:
                 record.reused_by.append(who)
             if call is not None and call.record is record and call.index > first:
                 call.reached.add(first)
 
     # -- graphs -------------------------------------------------------------------------------
+    def _single_root(self, roots) -> bool:
+        """True for what torch itself treats as one root: a tensor(-like) or a GradientEdge."""
+        from torch.autograd.graph import GradientEdge
+        from torch.overrides import is_tensor_like
+
+        return is_tensor_like(roots) or isinstance(roots, GradientEdge)
+
     def _retained(self, record: CallRecord, index: int, roots):
+        from torch.autograd.graph import GradientEdge
+
         torch = self.torch
-        if isinstance(roots, torch.Tensor):
+        if self._single_root(roots):
             roots = (roots,)
         try:
             roots = tuple(roots)
         except TypeError:
             roots = ()
-        stack = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        stack = []
+        for root in roots:
+            if isinstance(root, GradientEdge):
+                stack.append(root.node)
+            elif isinstance(root, torch.Tensor) and root.grad_fn is not None:
+                stack.append(root.grad_fn)
         seen: set[int] = set()
         nodes = []
         params: set[tuple] = set()
@@ -443,10 +514,12 @@ class audit:
 
     Inside the block, every call to ``Tensor.backward``, ``torch.autograd.backward`` or
     ``torch.autograd.grad`` that passes ``retain_graph=True`` explicitly is recorded with its
-    call site in your code. A call site is **needed** when a later ``backward`` or ``grad``
-    call inside the block executed a node of a graph it retained; otherwise it is **not
-    needed**. Put everything that may walk the graph again inside the block: uses after the
-    block are not seen. ``python -m retaincheck script.py`` audits a whole script.
+    call site in your code. A call site is **needed** when another ``backward`` or ``grad``
+    call inside the block (later, or while the retaining call was still running) executed a
+    node of a graph it retained; otherwise it is **not needed**, or **did not complete** when
+    every call at that site raised. Put everything that may walk the graph again inside the
+    block: uses after the block are not seen.
+    ``python -m retaincheck script.py`` audits a whole script.
 
     The audit never changes results: the wrappers pass every argument through unchanged and
     the hooks return nothing. Everything is restored on exit, also when the block raises.
