@@ -79,3 +79,25 @@ def markdown_files(docs_dir: Path = DOCS_DIR) -> list[Path]:
 
 def all_fences(docs_dir: Path = DOCS_DIR) -> list[Fence]:
     return [f for p in markdown_files(docs_dir) for f in fences_in(p)]
+
+
+def is_chinese(md: Path) -> bool:
+    return md.name.endswith(".zh.md")
+
+
+def page_pairs(docs_dir: Path = DOCS_DIR) -> list[tuple[Path, Path]]:
+    """Each English page with the path of its Chinese twin (which may be missing)."""
+    return [
+        (md, md.with_name(md.stem + ".zh.md"))
+        for md in markdown_files(docs_dir)
+        if not is_chinese(md)
+    ]
+
+
+def page_url(md: Path, docs_dir: Path = DOCS_DIR) -> str:
+    """The built page's path relative to the site root: ``""``, ``"zh/guide/x/"``, ..."""
+    rel = md.relative_to(docs_dir)
+    stem = rel.name.removesuffix(".zh.md") if is_chinese(md) else rel.stem
+    parts = [*(["zh"] if is_chinese(md) else []), *rel.parent.parts]
+    parts += [] if stem == "index" else [stem]
+    return "".join(p + "/" for p in parts)

@@ -31,9 +31,7 @@ class PagePair:
 
     @property
     def en(self) -> str:
-        rel = self.md.relative_to(mdfences.DOCS_DIR)
-        parts = [*rel.parent.parts, *([] if rel.stem == "index" else [rel.stem])]
-        return "".join(p + "/" for p in parts)
+        return mdfences.page_url(self.md)
 
     @property
     def zh(self) -> str:
@@ -51,11 +49,7 @@ class PagePair:
 
 
 def page_pairs(docs_dir: Path = mdfences.DOCS_DIR) -> list[PagePair]:
-    return [
-        PagePair(md)
-        for md in mdfences.markdown_files(docs_dir)
-        if not md.name.endswith(".zh.md")
-    ]
+    return [PagePair(en) for en, _ in mdfences.page_pairs(docs_dir)]
 
 
 def built_page_urls(site: Path) -> set[str]:

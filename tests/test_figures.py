@@ -11,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 
+import mdfences
 import pytest
 import torch
 
@@ -123,10 +124,7 @@ def figure_includes(page: Path) -> list[str]:
 
 def test_both_languages_show_the_same_figures_and_every_figure_is_shown():
     shown = set()
-    for en in sorted((ROOT / "docs").rglob("*.md")):
-        if en.name.endswith(".zh.md"):
-            continue
-        zh = en.with_name(en.name.removesuffix(".md") + ".zh.md")
+    for en, zh in mdfences.page_pairs(ROOT / "docs"):
         assert figure_includes(en) == figure_includes(zh), en
         shown.update(figure_includes(en))
     assert shown == set(figures.build())

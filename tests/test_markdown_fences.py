@@ -65,11 +65,7 @@ LANG_CLASS = re.compile(r'class="language-(\w+) highlight"')
 
 
 def html_page_for(md: Path, site: Path) -> Path:
-    rel = md.relative_to(mdfences.DOCS_DIR)
-    zh = rel.name.endswith(".zh.md")
-    stem = rel.name[: -len(".zh.md")] if zh else rel.stem
-    parts = list(rel.parent.parts) + ([] if stem == "index" else [stem])
-    return site.joinpath(*(["zh"] if zh else []), *parts, "index.html")
+    return site / mdfences.page_url(md) / "index.html"
 
 
 @pytest.mark.parametrize("md", MARKDOWN, ids=[page_id(p) for p in MARKDOWN])

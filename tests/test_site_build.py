@@ -25,14 +25,9 @@ def test_build_is_strict_and_clean(built_site):
 
 
 def test_both_languages_are_built(built_site):
-    for md in mdfences.markdown_files():
-        rel = md.relative_to(mdfences.DOCS_DIR)
-        if rel.name.endswith(".zh.md"):
-            continue
-        stem = rel.stem
-        parts = list(rel.parent.parts) + ([] if stem == "index" else [stem])
-        en = built_site.path.joinpath(*parts, "index.html")
-        zh = built_site.path.joinpath("zh", *parts, "index.html")
+    for en_md, zh_md in mdfences.page_pairs():
+        en = built_site.path / mdfences.page_url(en_md) / "index.html"
+        zh = built_site.path / mdfences.page_url(zh_md) / "index.html"
         assert en.exists(), en
         assert zh.exists(), zh
         assert '<html lang="en"' in en.read_text(encoding="utf-8")

@@ -113,15 +113,7 @@ def annotation_count(lines: list[str], i: int) -> int:
     return count
 
 
-def page_pairs() -> list[tuple[Path, Path]]:
-    return [
-        (en, en.with_name(en.stem + ".zh.md"))
-        for en in mdfences.markdown_files()
-        if not en.name.endswith(".zh.md")
-    ]
-
-
-PAIRS = page_pairs()
+PAIRS = mdfences.page_pairs()
 IDS = [str(en.relative_to(mdfences.DOCS_DIR)) for en, _ in PAIRS]
 
 
