@@ -18,6 +18,53 @@ def pytest_addoption(parser):
         action="store_true",
         help="rewrite snippets/*.out and snippets/verified_with.json from real runs",
     )
+    parser.addoption(
+        "--cpu-variants",
+        action="store_true",
+        help="also rerun every snippet on other kernel paths and thread counts (slow)",
+    )
+
+
+CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -m cpu_variants"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The CPU-variant reruns take minutes: they run only when asked for, and say so."""
+    if config.getoption("--cpu-variants"):
+        return
+    kept = [item for item in items if item.get_closest_marker("cpu_variants") is None]
+    deselected = [item for item in items if item.get_closest_marker("cpu_variants") is not None]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        config.stash[_NOT_RUN] = len(deselected)
+        items[:] = kept
+
+
+_NOT_RUN = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """End every run with one line per check that did not run, and how to run it.
+
+    A newcomer who follows the README should not have to read the skip reasons to learn that
+    a check (the Chinese figures, the browser, the CPU variants) did not run.
+    """
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    not_run = config.stash.get(_NOT_RUN, 0)
+    if not reasons and not not_run:
+        return
+    terminalreporter.section("checks that did not run")
+    for reason, count in sorted(reasons.items()):
+        terminalreporter.write_line(f"NOT RUN ({count} skipped): {reason}")
+    if not_run:
+        terminalreporter.write_line(
+            f"NOT RUN ({not_run} deselected): the snippets on other CPU kernel paths and "
+            f"thread counts; run them with: {CPU_VARIANTS_COMMAND}"
+        )
 
 
 @pytest.fixture(scope="session")

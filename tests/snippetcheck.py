@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,20 +37,93 @@ def output_path(snippet: Path) -> Path:
     return snippet.with_suffix(".out")
 
 
-def snippet_env() -> dict[str, str]:
+# Other kernel paths and thread counts than the default run's, as a reader's machine may pick
+# them: `pytest --cpu-variants` reruns every snippet under each and compares with the same
+# stored output. ATEN_CPU_CAPABILITY picks ATen's vectorised kernels; MKL_CBWR=COMPATIBLE puts
+# MKL's BLAS on its most conservative code path; ONEDNN_MAX_CPU_ISA caps oneDNN's.
+# tests/test_snippets.py checks that each setting takes effect.
+CPU_VARIANTS: dict[str, dict[str, str]] = {
+    "default-isa": {
+        "ATEN_CPU_CAPABILITY": "default",
+        "MKL_CBWR": "COMPATIBLE",
+        "ONEDNN_MAX_CPU_ISA": "SSE41",
+    },
+    "avx2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+    },
+    "2-threads": {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
+}
+
+
+def snippet_env(variant: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         PYTHONHASHSEED="0",
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONIOENCODING="utf-8",
-        # The same thread count everywhere keeps floating-point output identical.
+        # One thread by default; the output must not depend on it (see CPU_VARIANTS).
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
     )
+    if variant is not None:
+        env.update(CPU_VARIANTS[variant])
     src = str(ROOT / "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+# A decimal number as printed: digits, a point and at least one digit after it, an optional
+# exponent (or an integer with an exponent). Not a number here: digits inside a name
+# ("fc2.bias"), a version ("2.13.0"), a plain integer (a count, a size in bytes, a shape):
+# those compare exactly, as text.
+_NUMBER = re.compile(
+    r"(?<![\w.])([+-]?(?:\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+))(?!\.?\w)"
+)
+
+
+def _shape(number: str) -> str:
+    """The printed form of a number with its digits blanked: '-0.057326' -> '0.000000'."""
+    return re.sub(r"\d", "0", number.lstrip("+-"))
+
+
+def outputs_match(expected: str, actual: str) -> bool:
+    """Whether ``actual`` is the stored output ``expected``, up to the last printed digit.
+
+    Everything but decimal numbers must be identical. A decimal number may differ by one unit
+    in its last printed place, no more (``0.057326`` accepts ``0.057327`` and ``0.057325``),
+    and must be printed the same way (as many digits after the point, the same exponent form).
+    The last digit depends on the CPU: torch picks its kernels (MKL, oneDNN, ATen's vectorised
+    paths) by processor and thread count, and they add floats up in different orders. A claim
+    that two results are *exactly* equal belongs in an assertion (``torch.equal``), not in
+    printed digits.
+
+    Our own code, because the libraries we tried compare something else (measured here with
+    pytest 9.2 and pytest-doctestplus 1.7.1): pytest's doctest ``NUMBER`` option compares in
+    binary floating point, so it rejects many genuine one-unit differences (``0.057326``
+    against ``0.057327`` among them), and it reads the ``2.`` of ``fc2.bias`` as a number;
+    pytest-doctestplus's ``FLOAT_CMP`` applies a relative tolerance of 1e-5 whatever the
+    printed precision, so it rejects the same pair and accepts ``0.5`` against ``0.500004``.
+    """
+    if expected == actual:
+        return True
+    want, got = _NUMBER.split(expected), _NUMBER.split(actual)
+    # split() with one capturing group alternates: text, number, text, ..., text.
+    if len(want) != len(got):
+        return False
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        if i % 2 == 0:
+            if w != g:
+                return False
+            continue
+        if _shape(w) != _shape(g):
+            return False
+        unit = Decimal(1).scaleb(Decimal(w).as_tuple().exponent)
+        if abs(Decimal(w) - Decimal(g)) > unit:
+            return False
+    return True
 
 
 @dataclass
@@ -63,7 +138,12 @@ class Run:
         return self.returncode is None
 
 
-def run_file(path: Path, timeout: float = DEFAULT_TIMEOUT_S, args: list[str] | None = None) -> Run:
+def run_file(
+    path: Path,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    args: list[str] | None = None,
+    variant: str | None = None,
+) -> Run:
     """Run one Python file in its own interpreter, in an empty working directory."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
@@ -71,7 +151,7 @@ def run_file(path: Path, timeout: float = DEFAULT_TIMEOUT_S, args: list[str] | N
             proc = subprocess.run(
                 [sys.executable, str(path), *(args or [])],
                 cwd=cwd,
-                env=snippet_env(),
+                env=snippet_env(variant),
                 capture_output=True,
                 text=True,
                 encoding="utf-8",
@@ -108,23 +188,32 @@ def problems_of_run(run: Run, timeout: float) -> list[str]:
     return problems
 
 
-def check(snippet: Path, update: bool = False, timeout: float = DEFAULT_TIMEOUT_S) -> list[str]:
+def check(
+    snippet: Path,
+    update: bool = False,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    variant: str | None = None,
+) -> list[str]:
     """Run ``snippet`` and return a list of problems; an empty list means it passed.
 
-    With ``update=True`` a clean run rewrites the stored output instead of comparing.
+    With ``update=True`` a clean run rewrites the stored output instead of comparing; an
+    output that still matches (``outputs_match``) is left as it is, so that a rerun on
+    another CPU does not churn last digits.
     """
-    run = run_file(snippet, timeout)
+    run = run_file(snippet, timeout, variant=variant)
     problems = problems_of_run(run, timeout)
     if problems:
         return problems
     expected_path = output_path(snippet)
     if update:
-        expected_path.write_text(run.stdout, encoding="utf-8")
+        old = expected_path.read_text(encoding="utf-8") if expected_path.exists() else None
+        if old is None or not outputs_match(old, run.stdout):
+            expected_path.write_text(run.stdout, encoding="utf-8")
         return []
     if not expected_path.exists():
         return [f"no stored output {expected_path.name}: run pytest --update-snippets"]
     expected = expected_path.read_text(encoding="utf-8")
-    if run.stdout != expected:
+    if not outputs_match(expected, run.stdout):
         diff = "".join(
             difflib.unified_diff(
                 expected.splitlines(keepends=True),
@@ -133,5 +222,6 @@ def check(snippet: Path, update: bool = False, timeout: float = DEFAULT_TIMEOUT_
                 tofile="actual output",
             )
         )
-        return [f"output differs from {expected_path.name}:\n{diff}"]
+        where = f" (CPU variant {variant})" if variant else ""
+        return [f"output differs from {expected_path.name}{where}:\n{diff}"]
     return []

@@ -50,3 +50,28 @@ def test_fences_inside_admonitions_and_tabs_are_found_and_fail():
     results = [snippetcheck.problems_of_run(snippetcheck.run_code(f.body), 60) for f in fences]
     assert "Trying to backward through the graph a second time" in "\n".join(results[0])
     assert "arithmetic is broken" in "\n".join(results[1])
+
+
+CHANGES = FIXTURES / "output_changes"
+STORED = (CHANGES / "gradients.out").read_text(encoding="utf-8")
+REJECTED = sorted(p.stem for p in CHANGES.glob("*.changed") if p.stem != "last_digit")
+
+
+@pytest.mark.parametrize("change", REJECTED)
+def test_a_real_change_in_the_output_is_caught(change):
+    changed = (CHANGES / f"{change}.changed").read_text(encoding="utf-8")
+    assert not snippetcheck.outputs_match(STORED, changed), f"{change} was accepted"
+
+
+def test_the_rejected_changes_cover_what_the_issue_names():
+    assert {"flipped_sign", "doubled_value", "changed_count", "changed_word"} <= set(REJECTED)
+
+
+def test_a_last_digit_change_is_accepted():
+    changed = (CHANGES / "last_digit.changed").read_text(encoding="utf-8")
+    assert changed != STORED
+    assert snippetcheck.outputs_match(STORED, changed)
+
+
+def test_the_checker_accepts_a_run_that_differs_in_the_last_digit():
+    assert snippetcheck.check(CHANGES / "last_digit_run.py") == []

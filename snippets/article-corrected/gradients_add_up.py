@@ -34,6 +34,6 @@ corrected = run(2, zero_grad_between=True)
 assert torch.equal(article, 2 * once)  # exactly doubled
 assert torch.equal(corrected, once)
 
-print("fc2.bias.grad after one backward:      ", once.numpy().round(6))
-print("after the article's two backwards:     ", article.numpy().round(6))
-print("after two backwards with zero_grad():  ", corrected.numpy().round(6))
+print("fc2.bias.grad after one backward:      ", once.numpy().round(4))
+print("after the article's two backwards:     ", article.numpy().round(4))
+print("after two backwards with zero_grad():  ", corrected.numpy().round(4))
