@@ -9,6 +9,7 @@ deliberately broken fixtures in ``tests/fixtures/``, which proves the net catche
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import subprocess
@@ -138,13 +139,74 @@ class Run:
         return self.returncode is None
 
 
+class _Server:
+    """One warm interpreter (``snippetserver.py``) per CPU variant, started on first use."""
+
+    running: dict[str | None, subprocess.Popen] = {}
+
+    @classmethod
+    def get(cls, variant: str | None) -> subprocess.Popen:
+        proc = cls.running.get(variant)
+        if proc is None or proc.poll() is not None:
+            proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("snippetserver.py"))],
+                env=snippet_env(variant),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+            )
+            cls.running[variant] = proc
+        return proc
+
+    @classmethod
+    def run(cls, request: dict, variant: str | None) -> dict:
+        proc = cls.get(variant)
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        reply = proc.stdout.readline()
+        if not reply:
+            raise RuntimeError(f"the snippet server exited with code {proc.wait()}")
+        return json.loads(reply)
+
+
 def run_file(
     path: Path,
     timeout: float = DEFAULT_TIMEOUT_S,
     args: list[str] | None = None,
     variant: str | None = None,
 ) -> Run:
-    """Run one Python file in its own interpreter, in an empty working directory."""
+    """Run one Python file as ``python path args...`` would, in an empty working directory.
+
+    It runs in a fork of a warm interpreter that has imported torch (``snippetserver.py``),
+    which saves each run the seconds of starting Python and importing torch.
+    ``SNIPPETS_FRESH_INTERPRETER=1`` runs each file in a new interpreter instead.
+    """
+    if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
+        return _run_in_new_interpreter(path, timeout, args, variant)
+    with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
+        out, err = Path(cwd, ".stdout"), Path(cwd, ".stderr")
+        work = Path(cwd, "cwd")
+        work.mkdir()
+        request = {
+            "path": str(Path(path).resolve()),
+            "args": list(args or []),
+            "cwd": str(work),
+            "stdout": str(out),
+            "stderr": str(err),
+            "timeout": timeout,
+        }
+        reply = _Server.run(request, variant)
+
+        def text(p: Path) -> str:
+            return p.read_bytes().decode("utf-8", "replace") if p.exists() else ""
+
+        return Run(reply["returncode"], text(out), text(err), reply["seconds"])
+
+
+def _run_in_new_interpreter(
+    path: Path, timeout: float, args: list[str] | None, variant: str | None
+) -> Run:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
         try:

@@ -75,3 +75,22 @@ def test_a_last_digit_change_is_accepted():
 
 def test_the_checker_accepts_a_run_that_differs_in_the_last_digit():
     assert snippetcheck.check(CHANGES / "last_digit_run.py") == []
+
+
+ISOLATION = FIXTURES / "isolation"
+
+
+def test_a_snippet_cannot_leak_state_into_the_next():
+    """Snippets run in forks of one warm interpreter: each starts from the same clean state."""
+    first = snippetcheck.run_file(ISOLATION / "changes_state.py")
+    assert first.returncode == 0 and not first.stderr, first.stderr
+    second = snippetcheck.run_file(ISOLATION / "sees_clean_state.py", args=["an-argument"])
+    assert (second.returncode, second.stdout, second.stderr) == (0, "clean\n", "")
+
+
+def test_the_same_server_would_carry_state_within_one_run():
+    """The check above can fail: inside one run the changed state is there to be seen."""
+    code = (ISOLATION / "changes_state.py").read_text(encoding="utf-8")
+    code += (ISOLATION / "sees_clean_state.py").read_text(encoding="utf-8")
+    run = snippetcheck.run_code(code)
+    assert run.returncode == 1 and "AssertionError" in run.stderr
