@@ -1,5 +1,3 @@
-import contextlib
-
 import torch
 import torch.nn.functional as F
 from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
