@@ -35,7 +35,7 @@ torch.autograd.grad(loss, h)
 pow_node = loss.grad_fn.next_functions[0][0]
 assert type(pow_node).__name__ == "PowBackward0"
 try:
-    pow_node._saved_self  # a node between loss and h: run, and freed
+    _ = pow_node._saved_self  # a node between loss and h: run, and freed
 except RuntimeError:
     pass
 else:
