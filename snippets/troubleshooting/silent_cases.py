@@ -116,7 +116,16 @@ for (forward, update), expected in EXPECTED.items():
 
 # Why, one mechanism at a time.
 # 1. An optimizer step bumps the version of each parameter it changes; the fused kernel does not.
-for update, bumps in [(sgd, True), (adam, True), (fused_adam, False), (through_data, False)]:
+def fused_adamw(model):
+    torch.optim.AdamW(model.parameters(), lr=0.1, fused=True).step()
+
+
+def fused_sgd(model):
+    torch.optim.SGD(model.parameters(), lr=0.1, fused=True).step()
+
+
+checks = [(sgd, True), (adam, True), (fused_adam, False), (fused_adamw, False), (fused_sgd, False)]
+for update, bumps in [*checks, (through_data, False)]:
     model = make_model()
     for p in model.parameters():
         p.grad = torch.ones_like(p)
