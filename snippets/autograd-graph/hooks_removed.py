@@ -1,0 +1,29 @@
+import torch
+
+torch.manual_seed(0)
+layer1, layer2 = torch.nn.Linear(3, 4), torch.nn.Linear(4, 1)
+x = torch.randn(8, 3)
+
+# --8<-- [start:removed]
+calls = {"tensor hook": 0, "module hook": 0}
+
+
+def count(name):
+    def hook(*args):
+        calls[name] += 1
+
+    return hook
+
+
+module_handle = layer2.register_full_backward_hook(count("module hook"))
+h = layer1(x).tanh()
+tensor_handle = h.register_hook(count("tensor hook"))
+loss = layer2(h).pow(2).mean()
+loss.backward(retain_graph=True)
+tensor_handle.remove()
+module_handle.remove()  # (1)!
+loss.backward()
+print("hooks removed between the passes, calls:", calls)
+# --8<-- [end:removed]
+assert calls == {"tensor hook": 1, "module hook": 2}
+assert module_handle.id not in layer2._backward_hooks  # the handle is really gone
