@@ -1,0 +1,78 @@
+import torch
+import torch.distributed as dist
+from launch import launch
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+WORLD_SIZE = 4
+
+
+def make_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+def two_losses(y):
+    return y.pow(2).mean(), y.sum(dim=1).tanh().mean()
+
+
+def flat(grads):
+    return torch.cat([g.flatten() for g in grads])
+
+
+def counting_allreduce(buckets, bucket):  # one entry per all-reduce: its parameter count
+    buckets.append(len(bucket.parameters()))
+    return allreduce_hook(None, bucket)
+
+
+def on_every_rank(rank, world_size):
+    full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    x = full_batch.chunk(world_size)[rank]  # 2 rows per rank
+    reference = make_model()
+    sum(two_losses(reference(full_batch))).backward()
+    expected = flat(p.grad for p in reference.parameters())
+    plain = make_model()  # what the two-backward way computes: see "Two losses" above
+    g1 = flat(torch.autograd.grad(two_losses(plain(x))[0], list(plain.parameters())))
+    g2 = flat(torch.autograd.grad(two_losses(plain(x))[1], list(plain.parameters())))
+    dist.all_reduce(g1)
+    loss1_averaged_loss2_local = g1 / world_size + g2
+
+    for style in ("sum of losses, one backward", "two backwards, retain_graph=True"):
+        model = make_model()
+        ddp = DDP(model, bucket_cap_mb=1e-6)  # (1)!
+        buckets = []
+        ddp.register_comm_hook(buckets, counting_allreduce)
+        per_step = []
+        for _ in range(2):  # (2)!
+            model.zero_grad()
+            buckets.clear()
+            loss1, loss2 = two_losses(ddp(x))
+            if style.startswith("sum"):
+                (loss1 + loss2).backward()
+            else:
+                loss1.backward(retain_graph=True)
+                loss2.backward()
+            per_step.append(list(buckets))
+        grad = flat(p.grad for p in model.parameters())
+        every = [torch.empty_like(grad) for _ in range(world_size)]
+        dist.all_gather(every, grad)
+        identical = all(torch.equal(g, every[0]) for g in every)
+        right = torch.allclose(grad, expected, rtol=1e-5, atol=1e-6)
+        local = torch.allclose(grad, loss1_averaged_loss2_local, rtol=1e-5, atol=1e-6)
+
+        assert per_step == [[4], [1, 1, 1, 1]]  # (3)!
+        if style.startswith("sum"):
+            assert identical and right
+        else:
+            assert not identical and not right and local  # (4)!
+        if rank == 0:
+            print(style)
+            print("  parameters per all-reduce, step 1 and step 2:", *per_step)
+            print("  gradients identical on all 4 ranks:     ", identical)
+            print("  equal to one process on the full batch: ", right)
+            print("  loss2's gradient left out of all-reduce:", local)
+
+
+if __name__ == "__main__":
+    launch(on_every_rank, world_size=WORLD_SIZE)
