@@ -5,6 +5,7 @@ import torch.distributed as dist
 from launch import launch
 from torch import nn
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
 
 COLLECTIVES = {"all_gather_single": "all-gathers", "reduce_scatter_single": "reduce-scatters"}
 COUNTS = dict.fromkeys(COLLECTIVES.values(), 0)
@@ -48,6 +49,7 @@ def input_penalty_loss(net, x):
 def penalty_step(model, x):
     model.set_reshard_after_backward(False)  # (2)!
     input_penalty_loss(model, x).backward()
+    assert not any(isinstance(p, DTensor) for p in model.parameters())  # whole, not shards
     for module in model.modules():  # (3)!
         if isinstance(module, FSDPModule):
             module.reshard()
@@ -74,7 +76,7 @@ def on_every_rank(rank, world_size):
     for reshard in (True, False):  # the default settings: the penalty fails
         model = sharded(reshard)
         try:
-            input_penalty_loss(model, x).backward()  # (4)!
+            input_penalty_loss(model, x).backward()
         except RuntimeError as error:
             message = str(error)
             failure = "setStorage: ... " + message[message.index("are out of bounds"):]
@@ -88,9 +90,9 @@ def on_every_rank(rank, world_size):
         reset()
         penalty_step(model, x)
         counts = dict(COUNTS)
-        assert all(isinstance(p, torch.distributed.tensor.DTensor) for p in model.parameters())
+        assert all(isinstance(p, DTensor) for p in model.parameters())  # shards again
         right = torch.allclose(full_grad(model), expected, rtol=1e-5, atol=1e-6)
-        assert right  # (5)!
+        assert right
         lines.append(f"reshard_after_forward={reshard}, reshard_after_backward=False: "
                      f"{counts['all-gathers']} all-gathers, "
                      f"{counts['reduce-scatters']} reduce-scatters, = full batch: {right}")
@@ -111,7 +113,7 @@ def on_every_rank(rank, world_size):
         plain(x.clone().requires_grad_(True)).sum().backward(create_graph=True)
     assert plain[0].weight.grad.requires_grad
     has_graph = model[0].weight.grad.requires_grad
-    assert not has_graph  # (6)!
+    assert not has_graph
     lines.append(f"backward(create_graph=True): runs; the gradient has a graph: {has_graph}")
     if rank == 0:
         print("\n".join(lines))

@@ -6,9 +6,11 @@ import torch
 import torch.distributed as dist
 from launch import launch
 from torch import nn
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+from torch.distributed.tensor import DTensor
 from torch.profiler import ProfilerActivity, profile
 
+# --8<-- [start:count]
 COLLECTIVES = {"all_gather_single": "all-gathers", "reduce_scatter_single": "reduce-scatters"}
 COUNTS = dict.fromkeys(COLLECTIVES.values(), 0)
 
@@ -42,18 +44,19 @@ def sharded(reshard_after_forward):
         fully_shard(layer, reshard_after_forward=reshard_after_forward)  # (2)!
     fully_shard(model, reshard_after_forward=reshard_after_forward)
     return model
+# --8<-- [end:count]
 
 
 # --8<-- [start:step]
 def step(model, x, style):
     loss1, loss2 = two_losses(model(x))
     if style == "sum of losses":
-        (loss1 + loss2).backward()  # (3)!
+        (loss1 + loss2).backward()  # (1)!
     elif style == "two backwards":
-        loss1.backward(retain_graph=True)  # (4)!
+        loss1.backward(retain_graph=True)  # (2)!
         loss2.backward()
     else:  # "two, sync off for the first"
-        model.set_requires_gradient_sync(False)  # (5)!
+        model.set_requires_gradient_sync(False)  # (3)!
         loss1.backward(retain_graph=True)
         model.set_requires_gradient_sync(True)
         loss2.backward()
@@ -98,9 +101,10 @@ def on_every_rank(rank, world_size):
             assert counts["all-gathers"] == ops.count("c10d::_allgather_base_")
             assert counts["reduce-scatters"] == ops.count("c10d::_reduce_scatter_base_")
 
+            assert all(isinstance(p.grad, DTensor) for p in model.parameters())  # shards
             grad = full_grad(model)
             right = torch.allclose(grad, expected, rtol=1e-5, atol=1e-6)
-            assert right  # (6)!
+            assert right
             rows.append((reshard, style, counts["all-gathers"], counts["reduce-scatters"], right))
 
     expected_counts = {  # per step, for this model: 2 sharded layers
@@ -117,6 +121,16 @@ def on_every_rank(rank, world_size):
               "reduce-scatters | = full batch")
         for reshard, style, ag, rs, right in rows:
             print(f"{reshard!s:21} | {style:27} | {ag:11} | {rs:15} | {right}")
+
+    try:  # FSDP1 on this CPU-only machine
+        FullyShardedDataParallel(make_model())
+    except RuntimeError as error:
+        fsdp1 = str(error)
+    else:
+        fsdp1 = "none"
+    assert fsdp1.startswith("FSDP needs a non-CPU accelerator device")
+    if rank == 0:
+        print("FSDP1 (FullyShardedDataParallel) on CPU: RuntimeError:", fsdp1)
 
 
 if __name__ == "__main__":
