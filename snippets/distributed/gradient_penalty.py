@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 from launch import launch
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -46,6 +47,11 @@ def cpp_warnings():
             lines.extend(tmp.read().decode().splitlines())
 
 
+def counting_allreduce(calls, bucket):  # as in the two-losses example
+    calls["all-reduce"] += 1
+    return allreduce_hook(None, bucket)
+
+
 def flat_grad(model):
     return torch.cat([p.grad.flatten() for p in model.parameters()])
 
@@ -57,6 +63,8 @@ def on_every_rank(rank, world_size):
     for name, loss_fn in [("input", input_penalty_loss), ("parameter", parameter_penalty_loss)]:
         model = make_model()
         ddp = DDP(model)
+        calls = {"all-reduce": 0}
+        ddp.register_comm_hook(calls, counting_allreduce)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             loss_fn(ddp, x).backward()  # (3)!
@@ -73,6 +81,7 @@ def on_every_rank(rank, world_size):
         averaged /= world_size
 
         report[name] = {
+            "all-reduce calls": calls["all-reduce"],
             "gradients identical on both ranks": torch.equal(both[0], both[1]),
             "equal to one process on the full batch": torch.allclose(
                 grad, flat_grad(reference), atol=1e-6
@@ -112,7 +121,8 @@ def on_every_rank(rank, world_size):
             print(f"penalty on the {name} gradient:")
             for fact, value in facts.items():
                 print(f"  {fact}: {value}")
-    assert all(report["input"][k] for k in list(report["input"])[:3])
+    assert all(report["input"][k] for k in list(report["input"])[1:4])
+    assert report["input"]["all-reduce calls"] == report["parameter"]["all-reduce calls"] == 1
     assert report["parameter"]["gradients identical on both ranks"]
     assert not report["parameter"]["equal to one process on the full batch"]  # (5)!
     assert report["parameter"]["equal to the average of per-rank losses"]
