@@ -4,6 +4,7 @@ One command runs everything and writes the results as data::
 
     python benchmarks/retain_bench.py            # full run (a few minutes)
     python benchmarks/retain_bench.py --quick    # small sizes, seconds (the test suite runs this)
+    python benchmarks/retain_bench.py --memory-only  # memory columns again, timings kept
 
 then ``python benchmarks/plot_retain_bench.py`` turns the results file into the site's
 figures and tables.
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import gc
 import json
 import os
 import platform
@@ -173,13 +175,21 @@ def allocator_trace(fn: Callable[[], object]) -> tuple[list[int], object]:
     (+bytes) and each free (-bytes) to the profiler while ``profile_memory=True``
     (``c10/core/CPUAllocator.cpp``: ``ProfiledCPUMemoryReporter::New``/``Delete``). A block
     allocated before profiling began is not reported when it is freed: the callers make
-    sure that the measured step frees no such block. Returns the totals relative to the
+    sure that the measured step frees no such block, and the cycle collector is kept from
+    freeing one in the middle. Returns the totals relative to the
     start, in event order, and ``fn()``'s result (kept alive past the profile).
     """
-    with _quiet_profiler(), torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True
-    ) as prof:
-        result = fn()
+    # Python's cycle collector could free older tensors in the middle of the step: collect
+    # first and keep it off while profiling, so that only the step's own frees are seen.
+    gc.collect()
+    gc.disable()
+    try:
+        with _quiet_profiler(), torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True
+        ) as prof:
+            result = fn()
+    finally:
+        gc.enable()
     events = sorted(
         (e for e in _walk(prof.profiler.kineto_results.experimental_event_tree())
          if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu"),
@@ -678,6 +688,44 @@ def write(results: dict, out_dir: Path) -> tuple[Path, Path]:
     return json_path, csv_path
 
 
+MEMORY_FIELDS = (
+    "peak_bytes", "held_after_bytes", "alloc_peak_bytes", "alloc_after_bytes",
+    "alloc_peak_grads_zeroed_bytes", "cuda_max_allocated_extra_bytes",
+)
+
+
+def rerun_memory(results: dict, device: str = "cpu", threads: int = 1, log=print) -> dict:
+    """Measure the memory columns again into ``results``; leave its timings as they are.
+
+    Memory figures do not depend on the machine's load, timings do: this adds new memory
+    columns to a full run made on a quiet machine without timing again on a busy one. The
+    saved-tensor figures must come out as before; the date of this rerun is recorded.
+    """
+    dev = torch.device(device)
+    assert results["device"] == str(dev), "rerun on the device of the full run"
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for row in results["strategies"]:
+            size = Size(row["size"], row["width"], row["depth"], row["batch"])
+            memory = measure_memory(row["strategy"], size, dev)
+            memory.pop("_grads")
+            for key in ("peak_bytes", "held_after_bytes"):
+                assert memory[key] == row[key], (row["size"], row["strategy"], key)
+            row.update({k: memory[k] for k in MEMORY_FIELDS})
+            log(f"  {row['size']:15s} {row['strategy']:14s} allocator peak "
+                f"{(row['alloc_peak_bytes'] or 0) / 2**20:8.2f} MiB"
+                f" / {(row['alloc_peak_grads_zeroed_bytes'] or 0) / 2**20:8.2f} MiB")
+    finally:
+        torch.set_num_threads(threads_before)
+    results["memory_rerun"] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "fields": list(MEMORY_FIELDS),
+    }
+    return results
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
@@ -686,9 +734,16 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the results (default benchmarks/results, or "
                              "benchmarks/results/quick with --quick)")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="measure the memory columns again into the existing results "
+                             "file, keeping its timings (see rerun_memory)")
     args = parser.parse_args(argv)
     out = args.out or (RESULTS_DIR / "quick" if args.quick else RESULTS_DIR)
-    results = run(quick=args.quick, device=args.device, threads=args.threads)
+    if args.memory_only:
+        results = json.loads((out / "retain_bench.json").read_text(encoding="utf-8"))
+        results = rerun_memory(results, device=args.device, threads=args.threads)
+    else:
+        results = run(quick=args.quick, device=args.device, threads=args.threads)
     for path in write(results, out):
         print(f"wrote {path}")
     return 0
