@@ -335,3 +335,18 @@ def test_committed_results_support_what_the_page_says_about_the_real_peak():
     ratio = wide["retain"]["alloc_peak_grads_zeroed_bytes"] / wide["summed"][
         "alloc_peak_grads_zeroed_bytes"]
     assert 1.15 <= ratio <= 1.19
+
+
+def test_memory_figures_do_not_depend_on_the_load():
+    """The page: a full run under a load of about 5 gave every memory figure to the byte."""
+    committed = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    busy = json.loads((COMMITTED.parent / "busy_run" / "retain_bench.json").read_text("utf-8"))
+    check_allocator(busy)
+    assert busy["mode"] == "full" and busy["machine"]["torch"] == torch.__version__
+    assert busy["machine"]["load_average_at_start"][0] >= 4
+    fields = ("peak_bytes", "held_after_bytes", "alloc_peak_bytes", "alloc_after_bytes",
+              "alloc_peak_grads_zeroed_bytes")
+    assert len(busy["strategies"]) == len(committed["strategies"]) == 20
+    for a, b in zip(busy["strategies"], committed["strategies"], strict=True):
+        assert (a["size"], a["strategy"]) == (b["size"], b["strategy"])
+        assert all(a[f] == b[f] for f in fields), (a["size"], a["strategy"])
