@@ -174,10 +174,11 @@ def allocator_trace(fn: Callable[[], object]) -> tuple[list[int], object]:
     Every CPU tensor storage comes from c10's CPU allocator, which reports each allocation
     (+bytes) and each free (-bytes) to the profiler while ``profile_memory=True``
     (``c10/core/CPUAllocator.cpp``: ``ProfiledCPUMemoryReporter::New``/``Delete``). A block
-    allocated before profiling began is not reported when it is freed: the callers make
-    sure that the measured step frees no such block, and the cycle collector is kept from
-    freeing one in the middle. Returns the totals relative to the
-    start, in event order, and ``fn()``'s result (kept alive past the profile).
+    allocated before profiling began is not reported when it is freed, or is reported with
+    a size left over from an earlier profile, so only frees of blocks allocated within this
+    trace are counted: the callers make sure that the measured step frees no older block,
+    and the cycle collector is kept from freeing one in the middle. Returns the totals
+    relative to the start, in event order, and ``fn()``'s result (kept alive past it).
     """
     # Python's cycle collector could free older tensors in the middle of the step: collect
     # first and keep it off while profiling, so that only the step's own frees are seen.
@@ -195,9 +196,15 @@ def allocator_trace(fn: Callable[[], object]) -> tuple[list[int], object]:
          if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu"),
         key=lambda e: e.start_time_ns,
     )
-    totals, running = [], 0
+    totals, running, allocated_here = [], 0, set()
     for i, e in enumerate(events):
-        running += e.extra_fields.alloc_size
+        size, ptr = e.extra_fields.alloc_size, e.extra_fields.ptr
+        if size > 0:
+            allocated_here.add(ptr)
+            running += size
+        elif ptr in allocated_here:  # a block this trace saw allocated: its size is right
+            allocated_here.discard(ptr)
+            running += size
         totals.append(running)
         if i:  # the allocator's own running total agrees with the order we sorted into
             step = e.extra_fields.total_allocated - events[i - 1].extra_fields.total_allocated
@@ -379,14 +386,20 @@ def allocator_memory(strategy: str, size: Size, device: torch.device) -> dict:
     del kept
 
     # Gradient buffers that exist already, as after zero_grad(set_to_none=False). They are
-    # allocated under the profiler, so it knows their size if the step frees them.
+    # allocated first, in the same trace, so that the trace counts them if the step frees
+    # them; the step's peak is measured from the total once they exist.
     model.zero_grad(set_to_none=True)
-    buffers = allocator_trace(lambda: [torch.zeros_like(p) for p in params])[1]
-    for p, g in zip(params, buffers, strict=True):
-        p.grad = g
-    del buffers
-    peak_zeroed, _, kept = allocator_peak(lambda: step(model, x, y1, y2))
+
+    def buffers_then_step():
+        for p in params:
+            p.grad = torch.zeros_like(p)  # one allocation each
+        return step(model, x, y1, y2)
+
+    totals, kept = allocator_trace(buffers_then_step)
     del kept
+    start = totals[len(params) - 1]
+    assert start == sum(p.grad.nbytes for p in params), "the buffers come first"
+    peak_zeroed = max(totals[len(params):]) - start
     return {
         "alloc_peak_bytes": peak_none,
         "alloc_after_bytes": after_none,

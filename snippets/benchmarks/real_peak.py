@@ -28,7 +28,8 @@ def cpu_peak_bytes(step):
     to the profiler when profile_memory=True (c10/core/CPUAllocator.cpp,
     ProfiledCPUMemoryReporter::New and ::Delete). Their running sum is the memory allocated
     above the start; its maximum is the peak. A block allocated before the profile is not
-    reported when freed, so step() must free none (the gradients start as None), and the
+    reported when freed, or with a stale size, so only frees of blocks allocated during the
+    profile count: step() must free no older block (the gradients start as None), and the
     cycle collector is kept off meanwhile.
     """
 
@@ -52,9 +53,16 @@ def cpu_peak_bytes(step):
          if e.tag == _EventType.Allocation),
         key=lambda e: e.start_time_ns,
     )
-    running, peak = 0, 0
+    running, peak, allocated_here = 0, 0, set()
     for e in events:
-        running += e.extra_fields.alloc_size
+        size, ptr = e.extra_fields.alloc_size, e.extra_fields.ptr
+        if size > 0:
+            allocated_here.add(ptr)
+        elif ptr not in allocated_here:
+            continue  # allocated before the profile: its reported size may be stale
+        else:
+            allocated_here.discard(ptr)
+        running += size
         peak = max(peak, running)
     return peak
 
