@@ -202,6 +202,20 @@ def test_allocator_peak_counts_tensor_memory_exactly():
     assert kept.numel() == 500
 
 
+def test_allocator_peak_leaves_out_blocks_from_before():
+    """A block allocated before the trace counts neither way when the step frees it."""
+    _, older = rb.allocator_trace(lambda: torch.empty(1000))  # its size is on record
+    box = [older]
+    del older
+
+    def step():
+        box.clear()  # frees the 4000-byte block allocated before this trace
+        return torch.empty(10)
+
+    peak, after, _ = rb.allocator_peak(step)
+    assert (peak, after) == (40, 40)
+
+
 def test_allocator_peak_sees_what_backward_frees():
     """Without retain_graph the backward pass frees saved tensors while it runs; with it, not."""
     size = rb.Size("t", width=64, depth=6, batch=256)
