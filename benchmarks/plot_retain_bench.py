@@ -67,7 +67,8 @@ TEXT = {
         "time_title": "Time per step, relative to one summed backward",
         "peak": "peak held by graphs (MiB)",
         "held": "still held after the step (MiB)",
-        "mem_title": "Saved tensors held by graphs, largest model ({size})",
+        "alloc": "allocator's peak, gradients None (MiB)",
+        "mem_title": "Memory of one step, largest model ({size})",
         "iteration": "iteration",
         "held_iter": "held by graphs after the iteration (MiB)",
         "loop_title": "A training loop with retain_graph=True left on",
@@ -95,6 +96,9 @@ TEXT = {
             "range": "Time ÷ summed (range over the sizes)",
             "peak_largest": "Peak held, largest model",
             "held_largest": "Held after the step, largest model",
+            "alloc_none": "Allocator peak, gradients None",
+            "alloc_zeroed": "Allocator peak, gradients zeroed",
+            "vs_summed": "÷ summed",
         },
     },
     "zh": {
@@ -110,7 +114,8 @@ TEXT = {
         "time_title": "每步耗时，以损失相加后一次反向传播为基准",
         "peak": "计算图占用峰值（MiB）",
         "held": "这一步结束后仍占用（MiB）",
-        "mem_title": "计算图保存的张量，最大的模型（{size}）",
+        "alloc": "分配器峰值，梯度为 None（MiB）",
+        "mem_title": "一步训练的内存，最大的模型（{size}）",
         "iteration": "迭代次数",
         "held_iter": "迭代结束后计算图仍占用（MiB）",
         "loop_title": "训练循环里忘了去掉 retain_graph=True",
@@ -138,6 +143,9 @@ TEXT = {
             "range": "耗时 ÷ 相加（各尺寸的范围）",
             "peak_largest": "占用峰值（最大的模型）",
             "held_largest": "这一步结束后仍占用（最大的模型）",
+            "alloc_none": "分配器峰值，梯度为 None",
+            "alloc_zeroed": "分配器峰值，梯度已清零",
+            "vs_summed": "÷ 相加",
         },
     },
 }
@@ -251,25 +259,32 @@ def figure_memory(results: dict, lang: str, out_dir: Path) -> Path:
     rows = rows_by(results)
     largest = size_names(results)[-1]
     strategies = strategy_names(results)
-    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
     ys = range(len(strategies))
-    peak = [rows[(largest, s)]["peak_bytes"] / MIB for s in strategies]
-    held = [rows[(largest, s)]["held_after_bytes"] / MIB for s in strategies]
-    ax.barh([y - 0.2 for y in ys], peak, 0.38, color=[COLORS[s] for s in strategies],
-            label=t["peak"])
-    ax.barh([y + 0.2 for y in ys], held, 0.38, color=[COLORS[s] for s in strategies],
-            hatch="///", alpha=0.6, label=t["held"])
-    digits = 1 if max(peak) >= 10 else 3
-    for y, p, h in zip(ys, peak, held, strict=True):
-        ax.text(p, y - 0.2, f" {p:.{digits}f}", va="center", fontsize=8)
-        ax.text(h, y + 0.2, f" {h:.{digits}f}", va="center", fontsize=8)
+    bars = [
+        ("peak", "peak_bytes", "", 1.0),
+        ("held", "held_after_bytes", "///", 0.6),
+        ("alloc", "alloc_peak_bytes", "..", 0.35),
+    ]
+    values = {key: [(rows[(largest, s)][key] or 0) / MIB for s in strategies]
+              for _, key, _, _ in bars}
+    top = max(max(v) for v in values.values())
+    digits = 1 if top >= 10 else 3
+    height = 0.27
+    for k, (label, key, hatch, alpha) in enumerate(bars):
+        offset = (k - 1) * height
+        ax.barh([y + offset for y in ys], values[key], height * 0.95,
+                color=[COLORS[s] for s in strategies], hatch=hatch, alpha=alpha,
+                label=t[label])
+        for y, v in zip(ys, values[key], strict=True):
+            ax.text(v, y + offset, f" {v:.{digits}f}", va="center", fontsize=7)
     ax.set_yticks(list(ys), [t["strategy"][s] for s in strategies])
     ax.invert_yaxis()
     ax.set_xlabel("MiB")
     ax.set_title(t["mem_title"].format(size=size_label(rows[(largest, strategies[0])])))
     ax.grid(axis="x")
     ax.set_axisbelow(True)
-    ax.set_xlim(0, max(peak) * 1.12)
+    ax.set_xlim(0, top * 1.14)
     ax.legend(loc="upper center", bbox_to_anchor=(0.4, -0.14), ncol=2, fontsize=9)
     return save(fig, "strategies-memory", lang, out_dir)
 
@@ -337,8 +352,8 @@ def human_time(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
 
 
-def mib(n: int) -> str:
-    return f"{n / MIB:.2f} MiB"
+def mib(n: int | None) -> str:
+    return "–" if n is None else f"{n / MIB:.2f} MiB"
 
 
 def table_strategies(results: dict, lang: str) -> str:
@@ -346,14 +361,45 @@ def table_strategies(results: dict, lang: str) -> str:
     h = t["table"]
     lines = [
         f"| {h['size']} | {h['strategy']} | {h['median']} | {h['ratio']} | {h['peak']} "
-        f"| {h['held']} |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        f"| {h['held']} | {h['alloc_none']} | {h['alloc_zeroed']} |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results["strategies"]:
         lines.append(
             f"| {size_label(r)} | {t['strategy'][r['strategy']]} | {human_time(r['median_s'])} "
             f"| {r['ratio_to_summed']:.2f} | {mib(r['peak_bytes'])} "
-            f"| {mib(r['held_after_bytes'])} |"
+            f"| {mib(r['held_after_bytes'])} | {mib(r['alloc_peak_bytes'])} "
+            f"| {mib(r['alloc_peak_grads_zeroed_bytes'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+REAL_PEAK_SIZE = (1024, 4)  # the size the audit measured
+
+
+def table_real_peak(results: dict, lang: str) -> str:
+    """Saved-tensor peak next to the allocator's peak, at width 1024 and depth 4."""
+    t = TEXT[lang]
+    h = t["table"]
+    by = {(r["width"], r["depth"], r["strategy"]): r for r in results["strategies"]}
+    if not any(k[:2] == REAL_PEAK_SIZE for k in by):  # quick mode: the largest size instead
+        last = results["strategies"][-1]
+        size = (last["width"], last["depth"])
+    else:
+        size = REAL_PEAK_SIZE
+    summed = by[(*size, "summed")]
+    lines = [
+        f"| {h['strategy']} | {h['peak']} | {h['alloc_none']} | {h['vs_summed']} "
+        f"| {h['alloc_zeroed']} | {h['vs_summed']} |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    none, zeroed = "alloc_peak_bytes", "alloc_peak_grads_zeroed_bytes"
+    for s in strategy_names(results):
+        r = by[(*size, s)]
+        lines.append(
+            f"| {t['strategy'][s]} | {mib(r['peak_bytes'])} | {mib(r[none])} "
+            f"| {r[none] / summed[none]:.2f} | {mib(r[zeroed])} "
+            f"| {r[zeroed] / summed[zeroed]:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -388,12 +434,14 @@ MACHINE_TEXT = {
         "device": "device", "date": "date (UTC)",
         "load": "load average at the start (1, 5, 15 min)",
         "total": "whole run", "seconds": "{s:.0f} s",
+        "memory_date": "memory columns measured again (UTC), timings kept",
     },
     "zh": {
         "what": "项目", "value": "值", "cpu": "CPU", "cpus": "逻辑 CPU 数",
         "threads": "torch 线程数", "torch": "PyTorch", "python": "Python",
         "device": "设备", "date": "日期（UTC）", "load": "开始时的平均负载（1、5、15 分钟）",
         "total": "完整运行耗时", "seconds": "{s:.0f} 秒",
+        "memory_date": "内存各列重新测量的日期（UTC），耗时沿用原结果",
     },
 }
 
@@ -413,12 +461,20 @@ def table_machine(results: dict, lang: str) -> str:
     if "load_average_at_start" in m:
         rows.append((t["load"], ", ".join(f"{v:.2f}" for v in m["load_average_at_start"])))
     rows.append((t["total"], t["seconds"].format(s=results["total_seconds"])))
+    if "memory_rerun" in results:
+        rerun = results["memory_rerun"]["date"]
+        rows.append((t["memory_date"], rerun.replace("T", " ").removesuffix("+00:00")))
     lines = [f"| {t['what']} | {t['value']} |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     return "\n".join(lines) + "\n"
 
 
-TABLES = {"strategies": table_strategies, "summary": table_summary, "machine": table_machine}
+TABLES = {
+    "strategies": table_strategies,
+    "real_peak": table_real_peak,
+    "summary": table_summary,
+    "machine": table_machine,
+}
 
 
 def write_tables(results: dict, out_dir: Path) -> list[Path]:

@@ -4,6 +4,7 @@ One command runs everything and writes the results as data::
 
     python benchmarks/retain_bench.py            # full run (a few minutes)
     python benchmarks/retain_bench.py --quick    # small sizes, seconds (the test suite runs this)
+    python benchmarks/retain_bench.py --memory-only  # memory columns again, timings kept
 
 then ``python benchmarks/plot_retain_bench.py`` turns the results file into the site's
 figures and tables.
@@ -33,6 +34,17 @@ the last handle is released, i.e. when the graph frees it (after a backward with
 parameters and the input batch, are not counted: what is left is what the graphs hold.
 For each step we record the peak bytes held during the step and the bytes still held after
 it, while the variables a training loop would still have in scope (the losses) are alive.
+
+Memory, as the allocator saw it: the saved-tensor count leaves out the gradients the step
+allocates and the temporary tensors of the backward pass, so it cannot say whether a
+strategy raises the process's peak. The step therefore also runs under
+``torch.profiler.profile(profile_memory=True)``. c10's CPU allocator reports every
+allocation and free of tensor memory to the profiler (``c10/core/CPUAllocator.cpp``,
+``ProfiledCPUMemoryReporter::New`` and ``Delete``); summing those events in order gives the
+bytes of CPU tensor memory allocated above the start of the step at every moment, and its
+maximum is the step's real peak. It is measured twice: with the gradients set to ``None``
+before the step (what ``optimizer.zero_grad()`` does by default) and with gradient buffers
+that already exist (``zero_grad(set_to_none=False)``).
 On CUDA the script also records ``torch.cuda.max_memory_allocated`` above the baseline.
 
 Two loop experiments:
@@ -47,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import gc
 import json
 import os
 import platform
@@ -62,6 +75,7 @@ import torch
 import torch.nn.functional as F
 import torch.utils.benchmark as tbench
 from torch import nn
+from torch._C._profiler import _EventType
 
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
@@ -129,6 +143,79 @@ class SavedTensorMeter:
 
         with torch.autograd.graph.saved_tensors_hooks(Handle, lambda h: h.tensor):
             yield self
+
+
+# --- The allocator's real peak, from the profiler's memory events ----------------------
+
+
+@contextmanager
+def _quiet_profiler():
+    """Kineto prints two lines to stderr when a profile starts and stops; level 6 mutes them."""
+    old = os.environ.get("KINETO_LOG_LEVEL")
+    os.environ["KINETO_LOG_LEVEL"] = "6"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["KINETO_LOG_LEVEL"]
+        else:
+            os.environ["KINETO_LOG_LEVEL"] = old
+
+
+def _walk(nodes):
+    for node in nodes:
+        yield node
+        yield from _walk(node.children)
+
+
+def allocator_trace(fn: Callable[[], object]) -> tuple[list[int], object]:
+    """Run ``fn()`` under the profiler; the running total of CPU tensor bytes after each event.
+
+    Every CPU tensor storage comes from c10's CPU allocator, which reports each allocation
+    (+bytes) and each free (-bytes) to the profiler while ``profile_memory=True``
+    (``c10/core/CPUAllocator.cpp``: ``ProfiledCPUMemoryReporter::New``/``Delete``). A block
+    allocated before profiling began is not reported when it is freed, or is reported with
+    a size left over from an earlier profile, so only frees of blocks allocated within this
+    trace are counted: the callers make sure that the measured step frees no older block,
+    and the cycle collector is kept from freeing one in the middle. Returns the totals
+    relative to the start, in event order, and ``fn()``'s result (kept alive past it).
+    """
+    # Python's cycle collector could free older tensors in the middle of the step: collect
+    # first and keep it off while profiling, so that only the step's own frees are seen.
+    gc.collect()
+    gc.disable()
+    try:
+        with _quiet_profiler(), torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True
+        ) as prof:
+            result = fn()
+    finally:
+        gc.enable()
+    events = sorted(
+        (e for e in _walk(prof.profiler.kineto_results.experimental_event_tree())
+         if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu"),
+        key=lambda e: e.start_time_ns,
+    )
+    totals, running, allocated_here = [], 0, set()
+    for i, e in enumerate(events):
+        size, ptr = e.extra_fields.alloc_size, e.extra_fields.ptr
+        if size > 0:
+            allocated_here.add(ptr)
+            running += size
+        elif ptr in allocated_here:  # a block this trace saw allocated: its size is right
+            allocated_here.discard(ptr)
+            running += size
+        totals.append(running)
+        if i:  # the allocator's own running total agrees with the order we sorted into
+            step = e.extra_fields.total_allocated - events[i - 1].extra_fields.total_allocated
+            assert step == e.extra_fields.alloc_size, "memory events out of order"
+    return totals, result
+
+
+def allocator_peak(fn: Callable[[], object]) -> tuple[int, int, object]:
+    """(peak, final) CPU tensor bytes above the start while ``fn()`` ran, and its result."""
+    totals, result = allocator_trace(fn)
+    return max([0, *totals]), (totals[-1] if totals else 0), result
 
 
 def cuda_peak_extra_bytes(fn: Callable[[], object], device: torch.device) -> int | None:
@@ -270,11 +357,53 @@ def measure_memory(strategy: str, size: Size, device: torch.device) -> dict:
 
     model.zero_grad(set_to_none=True)
     cuda_peak = cuda_peak_extra_bytes(lambda: step(model, x, y1, y2), device)
+    # On CUDA, torch.cuda.max_memory_allocated above is the allocator's figure.
+    alloc = allocator_memory(strategy, size, device) if device.type == "cpu" else dict.fromkeys(
+        ("alloc_peak_bytes", "alloc_after_bytes", "alloc_peak_grads_zeroed_bytes"))
     return {
         "peak_bytes": peak,
         "held_after_bytes": held_after,
+        **alloc,
         "cuda_max_allocated_extra_bytes": cuda_peak,
         "_grads": grads,
+    }
+
+
+def allocator_memory(strategy: str, size: Size, device: torch.device) -> dict:
+    """The real peak of CPU tensor memory during one step, from the allocator's events.
+
+    Both peaks are bytes above what was allocated when the step began (the parameters, the
+    batch and, in the second case, the gradient buffers).
+    """
+    model, x, y1, y2 = make_problem(size, device)
+    params = list(model.parameters())
+    step = STRATEGIES[strategy]
+    step(model, x, y1, y2)  # warm-up: anything allocated once per process happens here
+
+    # Gradients set to None, as optimizer.zero_grad() does by default.
+    model.zero_grad(set_to_none=True)
+    peak_none, after_none, kept = allocator_peak(lambda: step(model, x, y1, y2))
+    del kept
+
+    # Gradient buffers that exist already, as after zero_grad(set_to_none=False). They are
+    # allocated first, in the same trace, so that the trace counts them if the step frees
+    # them; the step's peak is measured from the total once they exist.
+    model.zero_grad(set_to_none=True)
+
+    def buffers_then_step():
+        for p in params:
+            p.grad = torch.zeros_like(p)  # one allocation each
+        return step(model, x, y1, y2)
+
+    totals, kept = allocator_trace(buffers_then_step)
+    del kept
+    start = totals[len(params) - 1]
+    assert start == sum(p.grad.nbytes for p in params), "the buffers come first"
+    peak_zeroed = max(totals[len(params):]) - start
+    return {
+        "alloc_peak_bytes": peak_none,
+        "alloc_after_bytes": after_none,
+        "alloc_peak_grads_zeroed_bytes": peak_zeroed,
     }
 
 
@@ -334,7 +463,9 @@ def strategy_rows(sizes, device, budget_s, rounds, log=print) -> list[dict]:
             rows.append(row)
             log(f"  {name:14s} {row['median_s'] * 1e3:9.2f} ms  x{row['ratio_to_summed']:.2f}"
                 f"  peak {row['peak_bytes'] / 2**20:8.2f} MiB"
-                f"  held after {row['held_after_bytes'] / 2**20:8.2f} MiB")
+                f"  held after {row['held_after_bytes'] / 2**20:8.2f} MiB"
+                f"  allocator peak {(row['alloc_peak_bytes'] or 0) / 2**20:8.2f} MiB"
+                f" / {(row['alloc_peak_grads_zeroed_bytes'] or 0) / 2**20:8.2f} MiB")
     return rows
 
 
@@ -553,7 +684,8 @@ def _run(quick: bool, dev: torch.device, log) -> dict:
 
 CSV_FIELDS = (
     "size", "width", "depth", "batch", "strategy", "median_s", "ratio_to_summed",
-    "peak_bytes", "held_after_bytes", "cuda_max_allocated_extra_bytes",
+    "peak_bytes", "held_after_bytes", "alloc_peak_bytes", "alloc_after_bytes",
+    "alloc_peak_grads_zeroed_bytes", "cuda_max_allocated_extra_bytes",
 )
 
 
@@ -569,6 +701,44 @@ def write(results: dict, out_dir: Path) -> tuple[Path, Path]:
     return json_path, csv_path
 
 
+MEMORY_FIELDS = (
+    "peak_bytes", "held_after_bytes", "alloc_peak_bytes", "alloc_after_bytes",
+    "alloc_peak_grads_zeroed_bytes", "cuda_max_allocated_extra_bytes",
+)
+
+
+def rerun_memory(results: dict, device: str = "cpu", threads: int = 1, log=print) -> dict:
+    """Measure the memory columns again into ``results``; leave its timings as they are.
+
+    Memory figures do not depend on the machine's load, timings do: this adds new memory
+    columns to a full run made on a quiet machine without timing again on a busy one. The
+    saved-tensor figures must come out as before; the date of this rerun is recorded.
+    """
+    dev = torch.device(device)
+    assert results["device"] == str(dev), "rerun on the device of the full run"
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for row in results["strategies"]:
+            size = Size(row["size"], row["width"], row["depth"], row["batch"])
+            memory = measure_memory(row["strategy"], size, dev)
+            memory.pop("_grads")
+            for key in ("peak_bytes", "held_after_bytes"):
+                assert memory[key] == row[key], (row["size"], row["strategy"], key)
+            row.update({k: memory[k] for k in MEMORY_FIELDS})
+            log(f"  {row['size']:15s} {row['strategy']:14s} allocator peak "
+                f"{(row['alloc_peak_bytes'] or 0) / 2**20:8.2f} MiB"
+                f" / {(row['alloc_peak_grads_zeroed_bytes'] or 0) / 2**20:8.2f} MiB")
+    finally:
+        torch.set_num_threads(threads_before)
+    results["memory_rerun"] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "fields": list(MEMORY_FIELDS),
+    }
+    return results
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
@@ -577,9 +747,16 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the results (default benchmarks/results, or "
                              "benchmarks/results/quick with --quick)")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="measure the memory columns again into the existing results "
+                             "file, keeping its timings (see rerun_memory)")
     args = parser.parse_args(argv)
     out = args.out or (RESULTS_DIR / "quick" if args.quick else RESULTS_DIR)
-    results = run(quick=args.quick, device=args.device, threads=args.threads)
+    if args.memory_only:
+        results = json.loads((out / "retain_bench.json").read_text(encoding="utf-8"))
+        results = rerun_memory(results, device=args.device, threads=args.threads)
+    else:
+        results = run(quick=args.quick, device=args.device, threads=args.threads)
     for path in write(results, out):
         print(f"wrote {path}")
     return 0
