@@ -31,7 +31,7 @@ def run(how):
         saved = [buffer.clone() for buffer in net.buffers()]  # (1)!
         loss = criterion(net(inputs), labels)
         loss.backward()
-        for buffer, value in zip(net.buffers(), saved):  # (2)!
+        for buffer, value in zip(net.buffers(), saved, strict=True):  # (2)!
             buffer.copy_(value)
         # --8<-- [end:keep-buffers]
     else:  # plain recompute
@@ -65,7 +65,7 @@ net = new_net()
 criterion(net(inputs), labels).backward()
 saved = [buffer.clone() for buffer in net.buffers()]
 loss = criterion(net(inputs), labels)
-for buffer, value in zip(net.buffers(), saved):
+for buffer, value in zip(net.buffers(), saved, strict=True):
     buffer.copy_(value)
 try:
     loss.backward()
