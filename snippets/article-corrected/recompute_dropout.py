@@ -9,6 +9,9 @@ criterion = torch.nn.CrossEntropyLoss()
 inputs = torch.randn(3, 10)
 labels = torch.LongTensor([1, 0, 1])
 
+masks = []  # what Dropout let through on each forward pass, recorded by a hook
+net[2].register_forward_hook(lambda module, args, out: masks.append(out != 0))
+
 
 def grad_of_first_layer():
     grad = net[0].weight.grad.clone()
@@ -17,36 +20,37 @@ def grad_of_first_layer():
 
 
 # Retain: both backward passes go through the one graph, with its one dropout mask.
+torch.manual_seed(1)
 loss = criterion(net(inputs), labels)
 loss.backward(retain_graph=True)
 loss.backward()
-retained = grad_of_first_layer()
+retained, retained_mask = grad_of_first_layer(), masks[-1]
 
 # Recompute: the second forward pass draws a new dropout mask.
+torch.manual_seed(1)
 loss = criterion(net(inputs), labels)
 loss.backward()
 loss = criterion(net(inputs), labels)  # (1)!
 loss.backward()
-recomputed = grad_of_first_layer()
+recomputed, new_mask = grad_of_first_layer(), masks[-1]
 
-# Recompute with the random state restored: the same mask again.
-state = torch.get_rng_state()  # (2)!
-loss = criterion(net(inputs), labels)
-loss.backward(retain_graph=True)
+# Recompute with the generators forked: the same mask again.
+torch.manual_seed(1)
+# --8<-- [start:fork]
+devices = [inputs.device] if inputs.device.type == "cuda" else []
+with torch.random.fork_rng(devices=devices):  # (2)!
+    loss = criterion(net(inputs), labels)
+    loss.backward()
+loss = criterion(net(inputs), labels)  # (3)!
 loss.backward()
-retained_again = grad_of_first_layer()
-torch.set_rng_state(state)
-loss = criterion(net(inputs), labels)
-loss.backward()
-torch.set_rng_state(state)
-loss = criterion(net(inputs), labels)
-loss.backward()
+# --8<-- [end:fork]
 replayed = grad_of_first_layer()
+first_mask, replayed_mask = masks[-2], masks[-1]
 
 
 # torch.utils.checkpoint restores the state for its recompute (preserve_rng_state=True).
 def first_layer_grad(run_forward):
-    torch.set_rng_state(state)
+    torch.manual_seed(2)
     criterion(run_forward(), labels).backward()
     return grad_of_first_layer()
 
@@ -57,14 +61,16 @@ not_preserved = first_layer_grad(
     lambda: checkpoint(net, inputs, use_reentrant=False, preserve_rng_state=False)
 )
 
+assert not torch.equal(retained_mask, new_mask)
 assert not torch.allclose(retained, recomputed)
-assert torch.equal(retained_again, replayed)
+assert torch.equal(first_mask, retained_mask) and torch.equal(replayed_mask, retained_mask)
+assert torch.equal(retained, replayed)
 assert torch.equal(plain, checkpointed)
 assert not torch.allclose(plain, not_preserved)
 
 rows = [
     ("new dropout mask,", torch.allclose(retained, recomputed)),
-    ("RNG state restored,", torch.equal(retained_again, replayed)),
+    ("RNG forked, same mask,", torch.equal(retained, replayed)),
     ("checkpoint, default,", torch.equal(plain, checkpointed)),
     ("checkpoint, preserve_rng_state=False,", torch.allclose(plain, not_preserved)),
 ]
