@@ -59,6 +59,26 @@ loss1, loss2 = losses()
 with_sum = grads()
 # --8<-- [end:sum]
 
+# torch.autograd.grad frees the graph the same way: every call but the last needs the flag.
+params = list(net.parameters())
+loss1, loss2 = losses()
+torch.autograd.grad(loss1, params)
+try:
+    torch.autograd.grad(loss2, params)
+except RuntimeError as error:
+    assert str(error).startswith("Trying to backward through the graph a second time")
+else:
+    raise AssertionError("the second autograd.grad should have failed")
+loss1, loss2 = losses()
+separate = [
+    torch.autograd.grad(loss1, params, retain_graph=True),
+    torch.autograd.grad(loss2, params),
+]
+assert all(
+    torch.allclose(g1 + g2, total, rtol=1e-6, atol=1e-6)
+    for g1, g2, total in zip(*separate, with_retain, strict=True)
+)
+
 pairs = list(zip(with_retain, with_sum, strict=True))
 same = all(torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in pairs)
 assert same
