@@ -80,6 +80,9 @@ with warnings.catch_warnings(record=True) as caught:
     out = checkpoint(block, x)  # (5)!
 assert caught[0].category is UserWarning
 assert "use_reentrant parameter should be passed explicitly" in str(caught[0].message)
+assert "Starting in PyTorch 2.9, calling checkpoint without use_reentrant will raise" in str(
+    caught[0].message
+)
 assert type(out.grad_fn).__name__ == "CheckpointFunctionBackward"  # the reentrant variant
 print("without use_reentrant: a UserWarning, then the", type(out.grad_fn).__name__, "variant")
 
@@ -109,3 +112,14 @@ assert not out.requires_grad
 assert "None of the inputs have requires_grad=True" in str(caught[0].message)
 assert checkpoint(block, x.detach(), use_reentrant=False).requires_grad
 print("input without requires_grad: output requires grad only with use_reentrant=False")
+
+# use_reentrant=False works with torch.autograd.grad and backward(inputs=...): same gradients.
+expected = torch.autograd.grad(block(x).pow(2).sum(), [x, block.net[0].weight])
+got = torch.autograd.grad(
+    checkpoint(block, x, use_reentrant=False).pow(2).sum(), [x, block.net[0].weight]
+)
+assert all(torch.equal(a, b) for a, b in zip(expected, got, strict=True))
+x.grad = None
+checkpoint(block, x, use_reentrant=False).pow(2).sum().backward(inputs=[x])
+assert torch.equal(x.grad, expected[0])
+print("use_reentrant=False with autograd.grad and backward(inputs=...): same gradients")
