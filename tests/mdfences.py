@@ -1,21 +1,31 @@
 """Find every fenced code block in the site's markdown, at any indentation.
 
-Fences inside content tabs and admonitions are indented; this parser sees them too.
-``test_markdown_fences.py`` checks the parser against the built HTML, so a fence it
-missed cannot escape testing.
+The parser is the one pytest-markdown-docs collects the pages with (the root ``conftest.py``
+hands it over through the plugin's ``pytest_markdown_docs_markdown_it`` hook), so what the
+tests run and what these helpers report are the same fences. It is markdown-it-py's
+CommonMark parser with mdit-py-plugins' admonitions; Material's content tabs (``=== "Title"``
+with an indented body, pymdownx.tabbed) have no markdown-it plugin, and nest exactly as an
+admonition does, so each tab line is read as one (same line, so line numbers hold).
+``test_markdown_fences.py`` checks what the plugin collects against the HTML MkDocs renders,
+so a fence it missed cannot escape testing.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.admon import admon_plugin
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_DIR = ROOT / "docs"
 
 PYTHON_LANGS = {"python", "py", "python3", "py3", "pycon", "ipython"}
-OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
+TAB = re.compile(r'(?m)^([ \t]*)===\+?([ \t]+")')
 INCLUDE = re.compile(r'^--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$')
 
 
@@ -23,6 +33,7 @@ INCLUDE = re.compile(r'^--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$
 class Fence:
     path: Path
     line: int  # 1-based line of the opening fence
+    end: int  # 1-based line after the closing fence
     lang: str
     info: str
     body: str
@@ -51,26 +62,91 @@ def language_of(info: str) -> str:
     return token.lower()
 
 
+class PageParser(MarkdownIt):
+    """CommonMark with admonitions, reading each content tab as an admonition."""
+
+    def __init__(self):
+        super().__init__("commonmark")
+        self.use(admon_plugin)
+
+    def parse(self, src, env=None):
+        return super().parse(TAB.sub(r"\1!!! tab\2", src), env)
+
+
+@cache
+def parser() -> PageParser:
+    return PageParser()
+
+
+class FenceTestParser(PageParser):
+    """The parser pytest-markdown-docs collects the pages with: each Python fence becomes a call.
+
+    The plugin would ``exec`` a fence's text inside the pytest process. Our fences are
+    ``--8<--`` includes of a snippet file (the page shows the file, or one marked section of
+    it, and the proof runs below it in the same file), and a snippet must run as its own
+    program and print its stored output. So a fence that includes snippets becomes
+    ``check_snippet(path, section)`` for each include, and any other Python fence (in a page
+    or a docstring) becomes ``check_inline(code)``; ``conftest.py`` provides both through the
+    plugin's ``pytest_markdown_docs_globals`` hook, and both run the code in a fork of a warm
+    interpreter (``snippetcheck``). The fence keeps its place, so a failure names its line.
+    """
+
+    def parse(self, src, env=None):
+        tokens = super().parse(src, env)
+        for t in tokens:
+            lang = language_of(t.info)
+            if t.type != "fence" or lang not in PYTHON_LANGS:
+                continue
+            includes = Fence(Path(), 0, 0, lang, t.info, t.content).includes
+            if includes:
+                t.content = "".join(f"check_snippet({p!r}, {s!r})\n" for p, s in includes)
+            else:
+                t.content = f"check_inline({t.content!r})\n"
+            t.info = "python"  # the plugin collects only python/py/python3 fences
+        return tokens
+
+
 def fences_in(path: Path) -> list[Fence]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    fences: list[Fence] = []
-    i = 0
-    while i < len(lines):
-        m = OPEN.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        indent, fence, info = m["indent"], m["fence"], m["info"]
-        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        body: list[str] = []
-        j = i + 1
-        while j < len(lines) and not close.match(lines[j]):
-            ln = lines[j]
-            body.append(ln[len(indent):] if ln.startswith(indent) else ln.lstrip())
-            j += 1
-        fences.append(Fence(path, i + 1, language_of(info), info, "\n".join(body) + "\n"))
-        i = j + 1
+    tokens = parser().parse(path.read_text(encoding="utf-8"))
+    return [
+        Fence(path, t.map[0] + 1, t.map[1] + 1, language_of(t.info), t.info, t.content)
+        for t in tokens
+        if t.type == "fence" and t.map
+    ]
+
+
+PACKAGE = ROOT / "src" / "retaincheck"
+AUTODOC = re.compile(r"^::: ", re.M)
+
+
+def docstring_fences(package: Path = PACKAGE) -> list[Fence]:
+    """The fences in the package's docstrings, in source order (mkdocstrings renders them on
+    the API page, pytest-markdown-docs runs them)."""
+    fences = []
+    for py in sorted(package.rglob("*.py")):
+        tree = ast.parse(py.read_text(encoding="utf-8"))
+        nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, DOCUMENTED))]
+        for node in sorted(nodes, key=lambda n: getattr(n, "lineno", 0)):
+            doc = ast.get_docstring(node)
+            if doc:
+                fences += [
+                    Fence(py, t.map[0] + 1, t.map[1] + 1, language_of(t.info), t.info, t.content)
+                    for t in parser().parse(doc)
+                    if t.type == "fence" and t.map
+                ]
     return fences
+
+
+DOCUMENTED = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def rendered_fences(md: Path) -> list[Fence]:
+    """The fences a page renders: its own, and on a page generated from the package's
+    docstrings (``::: retaincheck``), the docstrings' fences after them."""
+    own = fences_in(md)
+    if AUTODOC.search(md.read_text(encoding="utf-8")):
+        own += docstring_fences()
+    return own
 
 
 def markdown_files(docs_dir: Path = DOCS_DIR) -> list[Path]:

@@ -287,3 +287,19 @@ def check(
         where = f" (CPU variant {variant})" if variant else ""
         return [f"output differs from {expected_path.name}{where}:\n{diff}"]
     return []
+
+
+_CHECKED: dict[tuple[Path, bool], list[str]] = {}
+
+
+def check_once(snippet: Path, update: bool = False) -> list[str]:
+    """``check``, run at most once per test process for each file.
+
+    The English page, the Chinese page and ``test_snippets.py`` each ask for the same snippet;
+    it runs once and all three report its result (``conftest.py`` sends them to the same
+    pytest-xdist worker).
+    """
+    key = (Path(snippet).resolve(), update)
+    if key not in _CHECKED:
+        _CHECKED[key] = check(snippet, update=update)
+    return _CHECKED[key]

@@ -23,6 +23,8 @@ import mdfences
 import pytest
 import siteserver
 
+import conftest
+
 pytestmark = pytest.mark.browser
 
 ROOT = mdfences.ROOT
@@ -115,7 +117,8 @@ class Tab:
 @pytest.fixture(scope="session")
 def tab(browser, served_site):
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served_site[:-1])
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(served_site))
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
     yield Tab(context, served_site)
     context.close()
 
@@ -199,7 +202,7 @@ def expected_copy(fence: mdfences.Fence) -> str:
 
 
 def copy_problems(page, md: Path) -> list[str]:
-    fences = mdfences.fences_in(md)
+    fences = mdfences.rendered_fences(md)
     blocks = page.query_selector_all("article.md-content__inner div.highlight")
     if len(blocks) != len(fences):
         return [f"the page renders {len(blocks)} code blocks, {md.name} has {len(fences)} fences"]
@@ -348,38 +351,16 @@ def test_home_screenshots(browser, served_site, scheme):
         context.close()
 
 
-@pytest.fixture(scope="module")
-def sub_path_site(browser, tmp_path_factory):
-    """The site built and served at ``/retain-graph/``, the way GitHub Pages serves it."""
-    from conftest import build_site
-
-    port = siteserver.free_port()
-    root = tmp_path_factory.mktemp("pages")
-    base = f"http://127.0.0.1:{port}/retain-graph/"
-    build_site(root / "retain-graph", base)
-    with siteserver.serve(root, port):
-        yield base
-
-
-def test_site_works_under_a_sub_path_like_github_pages(browser, sub_path_site):
-    """Every page loads cleanly under /retain-graph/; the switcher stays inside it."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    try:
-        tab = Tab(context, sub_path_site)
-        problems = [
-            f"/retain-graph/{pair.url(lang)}: {problem}"
-            for pair, lang in PAGES
-            for problem in tab.visit(pair.url(lang))
-        ]
-        assert not problems, "\n".join(problems)
-        home = next(p for p in PAIRS if p.en == "")
-        deeper = [p for p in PAIRS if p.en][:1]
-        for pair in [home, *deeper]:
-            tab.visit(pair.en, wait_until="networkidle")
-            switch_language(tab, "zh")
-            assert tab.path() == pair.zh, (pair.en, tab.page.url)
-            switch_language(tab, "en")
-            assert tab.path() == pair.en, (pair.zh, tab.page.url)
-            assert not tab.problems, tab.problems
-    finally:
-        context.close()
+def test_site_works_under_a_sub_path_like_github_pages(tab, served_site):
+    """The site is served at /retain-graph/, as GitHub Pages serves it, for every test here:
+    each page loads cleanly there (test_page_works_offline). The switcher stays inside it."""
+    assert urlsplit(served_site).path == "/" + conftest.SUB_PATH
+    home = next(p for p in PAIRS if p.en == "")
+    deeper = [p for p in PAIRS if p.en][:1]
+    for pair in [home, *deeper]:
+        tab.visit(pair.en, wait_until="networkidle")
+        switch_language(tab, "zh")
+        assert tab.path() == pair.zh, (pair.en, tab.page.url)
+        switch_language(tab, "en")
+        assert tab.path() == pair.en, (pair.zh, tab.page.url)
+        assert not tab.problems, tab.problems

@@ -145,7 +145,8 @@ def test_no_broken_links_or_anchors(served_site, built_site, tmp_path):
 
 
 def test_the_link_check_catches_broken_links(built_site, tmp_path):
-    site = tmp_path / "site"
+    host = tmp_path / "host"
+    site = host / built_site.path.name  # served at the same sub-path as the site itself
     shutil.copytree(built_site.path, site)
     bad = {
         "": '<a href="#no-such-heading">a</a> <a href="zh/#nor-this-one">b</a>',
@@ -155,8 +156,8 @@ def test_the_link_check_catches_broken_links(built_site, tmp_path):
         page = site / url / "index.html"
         html = page.read_text(encoding="utf-8")
         page.write_text(html.replace("</article>", links + "</article>", 1), encoding="utf-8")
-    with siteserver.serve(site) as base:
-        problems = broken(run_linkchecker(base, tmp_path))
+    with siteserver.serve(host) as root:
+        problems = broken(run_linkchecker(root + site.name + "/", tmp_path))
     problems += broken_anchors(site)[0]
     report = "\n".join(problems)
     assert len(problems) == 3, report

@@ -1,8 +1,9 @@
 """No Python on the site escapes testing.
 
-Each Python fence in ``docs/`` is either an include of a tested snippet (``--8<--``) or
-inline code that is executed here. The parser that finds fences is checked against the
-HTML that MkDocs actually renders, so a fence the parser missed fails the suite.
+pytest-markdown-docs runs each Python fence in ``docs/`` (an include of a snippet, which must
+pass its check, or inline code, which must run cleanly; see ``mdfences.FenceTestParser``).
+Here the fences it collects are counted against the HTML that MkDocs actually renders, so a
+fence its parser missed (say, in a new kind of container) fails the suite.
 """
 
 from __future__ import annotations
@@ -14,20 +15,10 @@ from pathlib import Path
 import mdfences
 import pytest
 import snippetcheck
+from pytest_markdown_docs.plugin import FenceSyntax, extract_fence_tests
 
 FENCES = mdfences.all_fences()
-INLINE_PYTHON = [f for f in FENCES if f.is_python and not f.includes]
 COLLECTED = set(snippetcheck.discover())
-
-
-def test_inline_python_fences_run():
-    """Inline Python (discouraged: code belongs in snippets/) runs cleanly, at any indent."""
-    failures = {}
-    for fence in INLINE_PYTHON:
-        problems = snippetcheck.problems_of_run(snippetcheck.run_code(fence.body), 120)
-        if problems:
-            failures[fence.where] = problems
-    assert not failures, failures
 
 
 def included_files(fence):
@@ -68,14 +59,60 @@ def html_page_for(md: Path, site: Path) -> Path:
     return site / mdfences.page_url(md) / "index.html"
 
 
+def collected_by_the_plugin(md: Path) -> list:
+    """The fence tests pytest-markdown-docs collects from ``md``, as the plugin extracts them."""
+    return list(
+        extract_fence_tests(
+            mdfences.FenceTestParser(),
+            md.read_text(encoding="utf-8"),
+            start_line_offset=0,
+            source_path=md,
+            fence_syntax=FenceSyntax.superfences,
+        )
+    )
+
+
+def docstring_tests_collected_by_the_plugin() -> list:
+    """The fence tests pytest-markdown-docs collects from the package's docstrings."""
+    import importlib
+    import inspect
+
+    tests, seen = [], set()
+    for py in sorted(mdfences.PACKAGE.glob("*.py")):
+        module = importlib.import_module(f"retaincheck.{py.stem}".removesuffix(".__init__"))
+        for obj in [module, *(v for _, v in inspect.getmembers(module))]:
+            doc = inspect.getdoc(obj) if getattr(obj, "__module__", module.__name__) == (
+                module.__name__
+            ) else None
+            if doc and id(obj) not in seen:
+                seen.add(id(obj))
+                tests += extract_fence_tests(
+                    mdfences.FenceTestParser(), doc, start_line_offset=0, source_path=py,
+                    fence_syntax=FenceSyntax.superfences,
+                )
+    return tests
+
+
 @pytest.mark.parametrize("md", MARKDOWN, ids=[page_id(p) for p in MARKDOWN])
-def test_parser_sees_every_python_block_mkdocs_renders(md, built_site):
-    """The rendered page has exactly as many Python blocks as the parser found fences."""
+def test_plugin_runs_every_python_block_mkdocs_renders(md, built_site):
+    """The rendered page has exactly as many Python blocks as pytest-markdown-docs runs."""
     html = html_page_for(md, built_site.path).read_text(encoding="utf-8")
     rendered = Counter(LANG_CLASS.findall(html))
     python_rendered = sum(n for lang, n in rendered.items() if lang in mdfences.PYTHON_LANGS)
-    parsed = sum(1 for f in mdfences.fences_in(md) if f.is_python)
-    assert python_rendered == parsed, (
-        f"{md.name}: MkDocs renders {python_rendered} Python blocks, the fence parser found "
-        f"{parsed}; a Python block is escaping the tests"
+    collected = len(collected_by_the_plugin(md))
+    if mdfences.AUTODOC.search(md.read_text(encoding="utf-8")):
+        collected += len(docstring_tests_collected_by_the_plugin())
+    assert python_rendered == collected, (
+        f"{md.name}: MkDocs renders {python_rendered} Python blocks, pytest-markdown-docs "
+        f"collects {collected}; a Python block is escaping the tests"
     )
+
+
+def test_the_collection_is_configured():
+    """The README's plain ``python -m pytest`` collects the pages: the plugin is switched on."""
+    import tomllib
+
+    config = tomllib.loads((mdfences.ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    pytest_config = config["tool"]["pytest"]["ini_options"]
+    assert "--markdown-docs" in pytest_config["addopts"].split()
+    assert {"docs", "src/retaincheck"} <= set(pytest_config["testpaths"])

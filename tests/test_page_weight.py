@@ -33,15 +33,15 @@ ASSET = re.compile(
 )
 
 
-def page_weight(site: Path, page: Path) -> tuple[int, dict[str, int]]:
+def page_weight(site: Path, page: Path, url_path: str = "/") -> tuple[int, dict[str, int]]:
     html = page.read_text(encoding="utf-8")
-    url = "/" + page.relative_to(site).as_posix()
+    url = url_path + page.relative_to(site).as_posix()
     parts = {page.relative_to(site).as_posix(): page.stat().st_size}
     for groups in ASSET.findall(html):
         ref = next(g for g in groups if g)
         target = urlsplit(urljoin(url, ref))
         assert not target.netloc, f"{url} loads {ref} from another host"
-        asset = site / target.path.lstrip("/")
+        asset = site / target.path.removeprefix(url_path)
         assert asset.is_file(), f"{url} references {ref}, which the build did not write"
         parts[asset.relative_to(site).as_posix()] = asset.stat().st_size
     return sum(parts.values()), parts
@@ -50,8 +50,9 @@ def page_weight(site: Path, page: Path) -> tuple[int, dict[str, int]]:
 def test_pages_stay_within_the_weight_budget(built_site):
     site = built_site.path
     pages = sorted(site.rglob("index.html"))
-    weights = {p.relative_to(site).as_posix(): page_weight(site, p)[0] for p in pages}
-    bare, parts = page_weight(site, site / "404.html")
+    at = built_site.url_path
+    weights = {p.relative_to(site).as_posix(): page_weight(site, p, at)[0] for p in pages}
+    bare, parts = page_weight(site, site / "404.html", at)
     typical = statistics.median(weights.values())
     heaviest = max(weights, key=weights.get)
     print(

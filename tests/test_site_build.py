@@ -88,8 +88,9 @@ def test_language_switcher_links_the_same_page(built_site):
         links = dict(SWITCHER.findall(html))
         assert set(links.values()) == {"en", "zh"}, (rel, links)
         # Hrefs may be relative to the page ("./" is the page itself): resolve them first.
-        here = "http://site/" + rel
+        at = built_site.url_path  # "/retain-graph/": where the site is published
+        here = "http://site" + at + rel
         by_lang = {lang: urlparse(urljoin(here, href)).path for href, lang in links.items()}
-        assert by_lang["en"] == "/" + en_path, (rel, by_lang)
-        assert by_lang["zh"] == "/zh/" + en_path, (rel, by_lang)
+        assert by_lang["en"] == at + en_path, (rel, by_lang)
+        assert by_lang["zh"] == at + "zh/" + en_path, (rel, by_lang)
     assert (built_site.path / "zh" / "sitemap.xml").exists()

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mdfences
 import pytest
 import snippetcheck
+
+import conftest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BROKEN = FIXTURES / "broken_snippets"
@@ -45,11 +46,27 @@ def test_broken_fixtures_are_not_collected_as_site_snippets():
 
 
 def test_fences_inside_admonitions_and_tabs_are_found_and_fail():
-    fences = mdfences.fences_in(FIXTURES / "broken_docs" / "page.md")
-    assert [f.lang for f in fences] == ["python", "python"]
-    results = [snippetcheck.problems_of_run(snippetcheck.run_code(f.body), 60) for f in fences]
-    assert "Trying to backward through the graph a second time" in "\n".join(results[0])
-    assert "arithmetic is broken" in "\n".join(results[1])
+    """pytest-markdown-docs, with our parser, collects both broken fences, and both fail."""
+    from test_markdown_fences import collected_by_the_plugin
+
+    tests = collected_by_the_plugin(FIXTURES / "broken_docs" / "page.md")
+    assert [t.start_line for t in tests] == [5, 16]
+    globals_ = conftest.pytest_markdown_docs_globals()
+    messages = []
+    for test in tests:
+        with pytest.raises(AssertionError) as failure:
+            exec(compile(test.source, str(test.source_path), "exec"), dict(globals_))
+        messages.append(str(failure.value))
+    assert "Trying to backward through the graph a second time" in messages[0]
+    assert "arithmetic is broken" in messages[1]
+
+
+def test_a_page_including_a_missing_snippet_fails():
+    globals_ = conftest.pytest_markdown_docs_globals()
+    with pytest.raises(AssertionError, match="does not exist"):
+        globals_["check_snippet"]("snippets/index/no_such_snippet.py")
+    with pytest.raises(AssertionError, match="has no section 'nope'"):
+        globals_["check_snippet"]("snippets/index/second_backward_error.py", "nope")
 
 
 CHANGES = FIXTURES / "output_changes"

@@ -58,12 +58,7 @@ def structure(path: Path) -> Structure:
             fence = fences[i + 1]
             s.code_blocks.append(describe(fence))
             s.includes += [p + (f":{sec}" if sec else "") for p, sec in fence.includes]
-            ticks = mdfences.OPEN.match(line)["fence"]
-            close = re.compile(rf"^[ \t]*{re.escape(ticks[0])}{{{len(ticks)},}}[ \t]*$")
-            i += 1
-            while i < len(lines) and not close.match(lines[i]):
-                i += 1
-            i += 1
+            i = fence.end - 1
             s.annotations.append(annotation_count(lines, i))
             continue
         if m := HEADING.match(line):

@@ -521,6 +521,23 @@ class audit:
     block: uses after the block are not seen.
     ``python -m retaincheck script.py`` audits a whole script.
 
+    ```python
+    import torch
+    import retaincheck
+
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        loss = torch.tanh(w).sum()
+        loss.backward(retain_graph=True)  # nothing walks this graph again
+        total = torch.sigmoid(w).sum()
+        total.backward(retain_graph=True)
+        total.backward()  # the second walk: the retain above was needed
+
+    first, second = report.calls
+    assert (first.needed, second.needed) == (False, True)
+    assert first.retained_bytes == 12  # tanh's saved output: 3 float32 values
+    ```
+
     The audit never changes results: the wrappers pass every argument through unchanged and
     the hooks return nothing. Everything is restored on exit, also when the block raises.
     Importing ``retaincheck`` patches nothing. Audits cannot be nested.

@@ -1,0 +1,223 @@
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+# At the root, not in tests/: pytest-markdown-docs collects docs/ and src/retaincheck as well,
+# and its hooks (below) must be loaded whichever of them a run starts from.
+# The deliberately broken pages and snippets are run by test_the_net_catches_failures.py, which
+# expects them to fail; pytest-markdown-docs must not collect them as the site's own.
+collect_ignore = ["tests/fixtures"]
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--update-snippets",
+        action="store_true",
+        help="rewrite snippets/*.out and snippets/verified_with.json from real runs",
+    )
+    parser.addoption(
+        "--cpu-variants",
+        action="store_true",
+        help="also rerun every snippet on other kernel paths and thread counts (slow)",
+    )
+
+
+CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -m cpu_variants"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect the CPU variants unless asked for; group the tests for pytest-xdist."""
+    if not config.getoption("--cpu-variants"):
+        kept = [item for item in items if item.get_closest_marker("cpu_variants") is None]
+        deselected = [i for i in items if i.get_closest_marker("cpu_variants") is not None]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            config.stash[_NOT_RUN] = len(deselected)
+            if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
+                config.workeroutput["cpu_variants_not_run"] = len(deselected)
+            items[:] = kept
+    for item in items:
+        group = xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+SITE_FIXTURES = {"built_site", "served_site", "browser", "sub_path_site"}
+INCLUDED = re.compile(r"check_snippet\('([^']+)'")
+
+
+def xdist_group(item) -> str | None:
+    """Which tests ``--dist loadgroup`` must keep on one pytest-xdist worker.
+
+    * Every test that needs the built or served site, or the browser: the site is built once,
+      served once and driven by one browser, on one worker, while the other workers run
+      snippets.
+    * A snippet's test and the page fences (English and Chinese) that include it: the snippet
+      runs once (``snippetcheck.check_once``) and all of them report that run.
+    """
+    if SITE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "site"
+    if (callspec := getattr(item, "callspec", None)) and "snippet" in callspec.params:
+        if "variant" not in callspec.params:
+            return str(Path(callspec.params["snippet"]).resolve().relative_to(ROOT))
+    if match := INCLUDED.search(getattr(item, "code", "") or ""):
+        return match[1]
+    return None
+
+
+_NOT_RUN = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller collects nothing itself; each worker reports what it left out."""
+    not_run = getattr(node, "workeroutput", {}).get("cpu_variants_not_run", 0)
+    node.config.stash[_NOT_RUN] = max(node.config.stash.get(_NOT_RUN, 0), not_run)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """End every run with one line per check that did not run, and how to run it.
+
+    A newcomer who follows the README should not have to read the skip reasons to learn that
+    a check (the Chinese figures, the browser, the CPU variants) did not run.
+    """
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    not_run = config.stash.get(_NOT_RUN, 0)
+    if not reasons and not not_run:
+        return
+    terminalreporter.section("checks that did not run")
+    for reason, count in sorted(reasons.items()):
+        terminalreporter.write_line(f"NOT RUN ({count} skipped): {reason}")
+    if not_run:
+        terminalreporter.write_line(
+            f"NOT RUN ({not_run} deselected): the snippets on other CPU kernel paths and "
+            f"thread counts; run them with: {CPU_VARIANTS_COMMAND}"
+        )
+
+
+@pytest.fixture(scope="session")
+def update_snippets(request) -> bool:
+    return request.config.getoption("--update-snippets")
+
+
+# --- pytest-markdown-docs: every Python fence of docs/*.md and of src/retaincheck's docstrings --
+# The plugin collects them (``--markdown-docs`` in pyproject.toml) with our parser
+# (mdfences.FenceTestParser), which turns each fence into a call to one of these two.
+
+_config: list[pytest.Config] = []
+
+
+def pytest_configure(config):
+    _config[:] = [config]
+
+
+@pytest.hookimpl(tryfirst=True)  # before the plugin's own CommonMark parser (firstresult)
+def pytest_markdown_docs_markdown_it():
+    import mdfences
+
+    return mdfences.FenceTestParser()
+
+
+def check_snippet(path: str, section: str | None = None) -> None:
+    """A fence that includes ``path`` (or its ``section``): the snippet passes its check."""
+    import snippetcheck
+
+    file = ROOT / path
+    assert file.is_file(), f"{path} does not exist"
+    assert file in snippetcheck.discover(), f"{path} is not a collected snippet"
+    if section is not None:
+        text = file.read_text(encoding="utf-8")
+        assert f"--8<-- [start:{section}]" in text and f"--8<-- [end:{section}]" in text, (
+            f"{path} has no section {section!r}"
+        )
+    update = bool(_config and _config[0].getoption("--update-snippets"))
+    problems = snippetcheck.check_once(file, update=update)
+    assert not problems, f"{path}: " + "\n".join(problems)
+
+
+def check_inline(code: str) -> None:
+    """A Python fence with its code inline: it runs as its own program, cleanly."""
+    import snippetcheck
+
+    run = snippetcheck.run_code(code)
+    problems = snippetcheck.problems_of_run(run, snippetcheck.DEFAULT_TIMEOUT_S)
+    assert not problems, "\n".join(problems)
+
+
+def pytest_markdown_docs_globals():
+    return {"check_snippet": check_snippet, "check_inline": check_inline}
+
+
+@dataclass
+class BuiltSite:
+    path: Path
+    log: str
+    seconds: float
+    url_path: str = "/"  # the path the site is published at: "/retain-graph/"
+
+
+@pytest.fixture(scope="session")
+def site_port() -> int:
+    """The 127.0.0.1 port the test site is served on; the build's site_url names it."""
+    import siteserver
+
+    return siteserver.free_port()
+
+
+def build_site(out: Path, site_url: str) -> BuiltSite:
+    """``mkdocs build --strict`` into ``out`` for a site published at ``site_url``."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        # Material prints a banner about MkDocs 2 on every build; it is not a build warning.
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "SITE_URL": site_url},
+    )
+    seconds = time.perf_counter() - start
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{log[-6000:]}"
+    return BuiltSite(out, log, seconds, urlsplit(site_url).path)
+
+
+# Where the tests serve the site: under a sub-path, the way GitHub Pages serves a project
+# site, so that every link and browser test also shows that nothing assumes the host's root.
+SUB_PATH = "retain-graph/"
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory, site_port) -> BuiltSite:
+    """The site, built once per test session with ``mkdocs build --strict``.
+
+    ``site_url`` is the address ``served_site`` serves it at, as in production: Material's
+    language switcher matches pages against the sitemap's absolute URLs. With pytest-xdist
+    every test that needs it runs on one worker (``xdist_group``), so it is built once.
+    """
+    root = tmp_path_factory.mktemp("site")
+    return build_site(root / SUB_PATH, f"http://127.0.0.1:{site_port}/{SUB_PATH}")
+
+
+@pytest.fixture(scope="session")
+def served_site(built_site, site_port):
+    """The built site served on 127.0.0.1 at its free port; yields its base URL."""
+    import siteserver
+
+    with siteserver.serve(built_site.path.parent, site_port) as host:
+        yield host + SUB_PATH
