@@ -1,3 +1,11 @@
+import os
+
+# The checks at the end use find_unused_parameters=True on a model without unused parameters,
+# and DDP prints a C++ warning to stderr about the cost of that flag; it says nothing about
+# correctness, so C++ warnings are silenced (errors still raise).
+os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+
+# --8<-- [start:buckets]
 import torch
 import torch.distributed as dist
 from launch import launch
@@ -72,7 +80,70 @@ def on_every_rank(rank, world_size):
             print("  gradients identical on all 4 ranks:     ", identical)
             print("  equal to one process on the full batch: ", right)
             print("  loss2's gradient left out of all-reduce:", local)
+# --8<-- [end:buckets]
+
+
+# What the page says about bucket order and the first iterations, checked here.
+class Reversed(nn.Module):  # `second` runs first, so its gradients are ready last
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.first(self.second(x))
+
+
+def logging_allreduce(log, bucket):
+    log.append(("all-reduce", bucket.index()))
+    return allreduce_hook(None, bucket)
+
+
+def buckets_wait_for_earlier_ones(x):
+    torch.manual_seed(0)
+    model = Reversed()
+    log = []
+    for name, p in model.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, name=name: log.append(("ready", name)))
+    # The first iteration's buckets, with find_unused_parameters=True: by size, in reverse
+    # parameter order: 0 second.bias, 1 second.weight, 2 first.bias, 3 first.weight.
+    ddp = DDP(model, bucket_cap_mb=1e-6, find_unused_parameters=True)
+    ddp.register_comm_hook(log, logging_allreduce)
+    ddp(x).sum().backward()
+    order = [index for what, index in log if what == "all-reduce"]
+    assert order == [0, 1, 2, 3]
+    # first's gradients (buckets 2 and 3) were ready before bucket 0 was all-reduced
+    assert log.index(("ready", "first.weight")) < log.index(("all-reduce", 0))
+    assert log.index(("ready", "first.bias")) < log.index(("all-reduce", 0))
+
+
+def parameters_per_allreduce(x, steps=3, **settings):
+    ddp = DDP(make_model(), **settings)
+    buckets = []
+    ddp.register_comm_hook(buckets, counting_allreduce)
+    per_step = []
+    for _ in range(steps):
+        buckets.clear()
+        ddp(x).sum().backward()
+        per_step.append(list(buckets))
+    return per_step
+
+
+def first_iterations(x):
+    one, four = [4], [1, 1, 1, 1]
+    assert parameters_per_allreduce(x, bucket_cap_mb=1e-6) == [one, four, four]
+    assert parameters_per_allreduce(x, bucket_cap_mb_list=[1e-6]) == [four, four, four]
+    assert parameters_per_allreduce(x, bucket_cap_mb=1e-6, static_graph=True) == [
+        one, one, four]
+    assert parameters_per_allreduce(  # never rebuilt: still in reverse parameter order
+        x, bucket_cap_mb=1e-6, find_unused_parameters=True) == [four, four, four]
+
+
+def main(rank, world_size):
+    on_every_rank(rank, world_size)
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(2))
+    buckets_wait_for_earlier_ones(x)
+    first_iterations(x)
 
 
 if __name__ == "__main__":
-    launch(on_every_rank, world_size=WORLD_SIZE)
+    launch(main, world_size=WORLD_SIZE)

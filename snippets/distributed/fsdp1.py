@@ -158,6 +158,8 @@ def on_every_rank(rank, world_size):
         FSDP(make_model())
     except RuntimeError as error:
         no_device_id = str(error)
+    else:
+        no_device_id = "no error"
     assert no_device_id.startswith("FSDP needs a non-CPU accelerator device")
     assert seen_warnings == {
         "The `NO_SHARD` sharding strategy is deprecated",
