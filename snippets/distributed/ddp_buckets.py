@@ -93,27 +93,43 @@ class Reversed(nn.Module):  # `second` runs first, so its gradients are ready la
         return self.first(self.second(x))
 
 
-def logging_allreduce(log, bucket):
-    log.append(("all-reduce", bucket.index()))
+def logging_allreduce(state, bucket):
+    log, name_of = state
+    log.append(("all-reduce", [name_of[p] for p in bucket.parameters()]))
     return allreduce_hook(None, bucket)
 
 
-def buckets_wait_for_earlier_ones(x):
+def events(x, **settings):
+    """Per step: when each gradient was ready and which parameters each all-reduce carried."""
     torch.manual_seed(0)
     model = Reversed()
+    name_of = {p: name for name, p in model.named_parameters()}
     log = []
-    for name, p in model.named_parameters():
-        p.register_post_accumulate_grad_hook(lambda p, name=name: log.append(("ready", name)))
-    # The first iteration's buckets, with find_unused_parameters=True: by size, in reverse
-    # parameter order: 0 second.bias, 1 second.weight, 2 first.bias, 3 first.weight.
-    ddp = DDP(model, bucket_cap_mb=1e-6, find_unused_parameters=True)
-    ddp.register_comm_hook(log, logging_allreduce)
-    ddp(x).sum().backward()
-    order = [index for what, index in log if what == "all-reduce"]
-    assert order == [0, 1, 2, 3]
-    # first's gradients (buckets 2 and 3) were ready before bucket 0 was all-reduced
-    assert log.index(("ready", "first.weight")) < log.index(("all-reduce", 0))
-    assert log.index(("ready", "first.bias")) < log.index(("all-reduce", 0))
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: log.append(("ready", name_of[p])))
+    ddp = DDP(model, bucket_cap_mb=1e-6, **settings)
+    ddp.register_comm_hook((log, name_of), logging_allreduce)
+    steps = []
+    for _ in range(2):
+        log.clear()
+        ddp(x).sum().backward()
+        steps.append(list(log))
+    return steps
+
+
+def buckets_wait_for_earlier_ones(x):
+    ready_order = ["first.bias", "first.weight", "second.bias", "second.weight"]
+    # find_unused_parameters=True: buckets by size in reverse parameter order, never rebuilt
+    for log in events(x, find_unused_parameters=True):
+        assert [e[1] for e in log if e[0] == "ready"] == ready_order
+        reduced = [e[1] for e in log if e[0] == "all-reduce"]
+        assert reduced == [["second.bias"], ["second.weight"], ["first.bias"], ["first.weight"]]
+        # first's buckets were ready before bucket 0, and waited for it
+        assert log.index(("ready", "second.weight")) < log.index(("all-reduce", ["first.bias"]))
+    # the default: one bucket, then rebuilt in the order the gradients arrived
+    step1, step2 = events(x)
+    assert [len(e[1]) for e in step1 if e[0] == "all-reduce"] == [4]
+    assert [e[1] for e in step2 if e[0] == "all-reduce"] == [[name] for name in ready_order]
 
 
 def parameters_per_allreduce(x, steps=3, **settings):
@@ -134,8 +150,6 @@ def first_iterations(x):
     assert parameters_per_allreduce(x, bucket_cap_mb_list=[1e-6]) == [four, four, four]
     assert parameters_per_allreduce(x, bucket_cap_mb=1e-6, static_graph=True) == [
         one, one, four]
-    assert parameters_per_allreduce(  # never rebuilt: still in reverse parameter order
-        x, bucket_cap_mb=1e-6, find_unused_parameters=True) == [four, four, four]
 
 
 def main(rank, world_size):
