@@ -124,8 +124,9 @@ def buckets_wait_for_earlier_ones(x):
         assert [e[1] for e in log if e[0] == "ready"] == ready_order
         reduced = [e[1] for e in log if e[0] == "all-reduce"]
         assert reduced == [["second.bias"], ["second.weight"], ["first.bias"], ["first.weight"]]
-        # first's buckets were ready before bucket 0, and waited for it
-        assert log.index(("ready", "second.weight")) < log.index(("all-reduce", ["first.bias"]))
+        # bucket 2 (first.bias) was ready before bucket 0 (second.bias), and waited for it
+        assert (log.index(("ready", "first.bias")) < log.index(("ready", "second.bias"))
+                < log.index(("all-reduce", ["first.bias"])))
     # the default: one bucket, then rebuilt in the order the gradients arrived
     step1, step2 = events(x)
     assert [len(e[1]) for e in step1 if e[0] == "all-reduce"] == [4]
