@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from launch import launch
 from torch import nn
-from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.profiler import ProfilerActivity, profile
 
@@ -121,16 +121,6 @@ def on_every_rank(rank, world_size):
               "reduce-scatters | = full batch")
         for reshard, style, ag, rs, right in rows:
             print(f"{reshard!s:21} | {style:27} | {ag:11} | {rs:15} | {right}")
-
-    try:  # FSDP1 on this CPU-only machine
-        FullyShardedDataParallel(make_model())
-    except RuntimeError as error:
-        fsdp1 = str(error)
-    else:
-        fsdp1 = "none"
-    assert fsdp1.startswith("FSDP needs a non-CPU accelerator device")
-    if rank == 0:
-        print("FSDP1 (FullyShardedDataParallel) on CPU: RuntimeError:", fsdp1)
 
 
 if __name__ == "__main__":
