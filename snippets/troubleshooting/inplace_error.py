@@ -37,7 +37,7 @@ print(message.replace(": [", ":\n[").replace(". ", ".\n"))
 
 # What the message names (torch/csrc/autograd/saved_variable.cpp, SavedVariable::unpack): the
 # saved tensor's grad_fn as the backward pass finds it, minus "Backward0"
-# (torch/csrc/autograd/function.cpp, Node::forward_op_name). Not the operation you wrote.
+# (torch/csrc/autograd/function.cpp, Node::forward_op_name). Here not an operation this code ran.
 assert "which is output 0 of AsStrided," in message
 assert "Addmm" not in message and "Linear" not in message and " of T," not in message
 
@@ -69,12 +69,18 @@ def message_of(backward):
     raise AssertionError("the backward pass should have failed")
 
 
-# A tensor changed by add_() is named Add, whatever produced it: here tanh.
+# A tensor changed by add_() with grad mode on is named Add: the in-place operation becomes its
+# grad_fn. Changed under no_grad(), it keeps the name of the operation that produced it, Tanh.
 a = torch.randn(3, requires_grad=True)
 h = a.tanh()
 product = h * h  # saves h
 h.add_(1.0)
 assert "which is output 0 of Add," in message_of(product.sum().backward)
+h = a.tanh()
+product = h * h
+with torch.no_grad():
+    h.add_(1.0)
+assert "which is output 0 of Tanh," in message_of(product.sum().backward)
 # A leaf has no grad_fn, and the message names no node.
 w = torch.randn(3, requires_grad=True)
 square = w * w  # saves w itself
