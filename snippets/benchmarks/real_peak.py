@@ -105,7 +105,7 @@ def summed(losses=two_heads):
 
 def measure(step):
     step()  # a warm-up step: one-time allocations stay out of the figure
-    model.zero_grad(set_to_none=True)  # (5)!
+    model.zero_grad(set_to_none=True)  # (1)!
     peak = peak_bytes(step, device)
     return peak, [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
@@ -124,10 +124,10 @@ print(f"gradients of the model:      {grad_bytes / MIB:.2f} MiB")
 # The two strategies leave the same gradients (the reference for "works").
 for a, b in zip(g_retain, g_summed, strict=True):
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
-# Retaining raises the peak: the whole graph is still held while the gradients arrive.
-# Without retain_graph the backward pass frees each node's saved tensors once it has run,
-# and the gradients take their place. The margin leaves room for kernels' temporaries.
-assert peak_retain >= peak_summed + 0.5 * grad_bytes
+# Retaining raises the peak, by more than the size of the model's gradients: the whole graph is
+# still held while the gradients arrive. Without retain_graph the backward pass frees each
+# node's saved tensors once it has run, and the gradients take their place.
+assert peak_retain - peak_summed > grad_bytes
 # Both peaks hold at least the four Tanh outputs the graph saves.
 assert min(peak_retain, peak_summed) >= 4 * activation
 
@@ -144,7 +144,8 @@ peak_retain2, g_retain2 = measure(lambda: retain(same_output))
 peak_summed2, g_summed2 = measure(lambda: summed(same_output))
 for a, b in zip(g_retain2, g_summed2, strict=True):
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
-assert peak_summed2 >= peak_retain2 + 0.5 * activation
+# Higher, by about one activation: within 1 % of one (1024, 256) float32 tensor.
+assert abs((peak_summed2 - peak_retain2) - activation) <= 0.01 * activation
 print(f"losses on the full output: retain {peak_retain2 / MIB:.2f} MiB, "
       f"summed {peak_summed2 / MIB:.2f} MiB")
 print(f"device: {device.type}")

@@ -154,3 +154,23 @@ with saved_tensors_hooks(lambda t: packed.append(t.untyped_storage().data_ptr())
     model(x)
 saved = [n for n, p in model.named_parameters() if p.untyped_storage().data_ptr() in packed]
 assert saved == ["2.weight"], saved
+# 6. Autocast copies only what it casts. With the model already in bfloat16, the graph saves the
+#    weight itself under a bfloat16 autocast, and the same SGD step is caught.
+FORWARD["autocast, bf16 model"] = lambda model: FORWARD["autocast"](model.to(torch.bfloat16))
+model = make_model().to(torch.bfloat16)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    out = model(x)
+saved_weight = out.grad_fn._saved_mat2
+assert saved_weight.untyped_storage().data_ptr() == model[2].weight.untyped_storage().data_ptr()
+assert verdict("autocast, bf16 model", sgd) == "error"
+# 7. A checkpoint recomputes only what is inside it. Checkpoint the first two layers and run the
+#    last one plainly: that layer saves its weight as usual, and the SGD step is caught.
+FORWARD["checkpoint, first layers"] = lambda model: model[2](
+    checkpoint(model[:2], x, use_reentrant=False)
+)
+assert verdict("checkpoint, first layers", sgd) == "error"
+# Checkpoint only the last layer instead: the recomputation reads the changed weight, unchecked.
+FORWARD["checkpoint, last layer"] = lambda model: checkpoint(
+    model[2], model[:2](x), use_reentrant=False
+)
+assert verdict("checkpoint, last layer", sgd) == "no error: gradient at NEITHER, a mix"
