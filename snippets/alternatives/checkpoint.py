@@ -95,6 +95,16 @@ assert "incompatible with .grad() or passing an `inputs` parameter" in refused
 print("use_reentrant=True and autograd.grad: RuntimeError")
 # --8<-- [end:shown]
 
+# backward(inputs=...) is refused the same way.
+x.grad = None
+try:
+    checkpoint(block, x, use_reentrant=True).pow(2).sum().backward(inputs=[x])
+    refused_inputs = None
+except RuntimeError as error:
+    refused_inputs = str(error)
+assert refused_inputs == refused and x.grad is None
+print("use_reentrant=True and backward(inputs=...): the same RuntimeError")
+
 # The measurement can fail: told to save addmm's outputs, checkpoint keeps them, and KeptAlive
 # sees both (32 x 256 and 32 x 64 float32), although no outer saved-tensor hook would.
 policy = functools.partial(create_selective_checkpoint_contexts, [torch.ops.aten.addmm.default])

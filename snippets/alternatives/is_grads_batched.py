@@ -40,8 +40,14 @@ assert torch.allclose(per_task, per_task_loop, rtol=1e-5, atol=1e-7)
 print("per-task gradients:", tuple(per_task.shape))
 print("same as the loop (rtol=1e-5, atol=1e-7):", True)
 
-# Experimental: it runs on the legacy vmap prototype. Every backward operator without a batching
-# rule goes through a fallback that PyTorch only reports when asked to.
+# Experimental, says grad's docstring; "legacy" is the fallback warning's word, asserted below.
+doc = " ".join(torch.autograd.grad.__doc__.split())
+assert "We use the vmap prototype feature as the backend" in doc
+assert "due to this feature being experimental, there may be performance cliffs" in doc
+assert "legacy" not in doc
+
+# Every backward operator without a batching rule goes through a fallback that PyTorch only
+# reports when asked to.
 torch._C._debug_only_display_vmap_fallback_warnings(True)
 try:
     with warnings.catch_warnings(record=True) as caught:
@@ -54,7 +60,7 @@ fallbacks = sorted(
      if "we have not yet implemented the batching rule" in str(w.message)}
 )
 assert "aten::tanh_backward" in fallbacks
-assert all("legacy vmap prototype" in str(w.message) for w in caught)
+assert all("You are using the legacy vmap prototype" in str(w.message) for w in caught)
 print("fallback warnings (when enabled):", ", ".join(fallbacks))
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")

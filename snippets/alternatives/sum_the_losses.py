@@ -19,9 +19,10 @@ out = model(x)
 loss = nn.functional.mse_loss(out, y) + out.abs().mean()  # (2)!
 loss.backward()  # (3)!
 
-same = all(torch.allclose(a, p.grad) for a, p in zip(with_retain, model.parameters(), strict=True))
+pairs = zip(with_retain, model.parameters(), strict=True)
+same = all(torch.allclose(a, p.grad, rtol=1e-6, atol=1e-7) for a, p in pairs)
 assert same
-print("same gradients:", same)
+print("same gradients (rtol=1e-6, atol=1e-7):", same)
 
 # Weights work the same way: the gradient of w1 * loss1 + w2 * loss2 is w1 * g1 + w2 * g2.
 w1, w2 = 0.3, 2.0
@@ -36,3 +37,10 @@ weighted = all(torch.allclose(p.grad, w1 * a + w2 * b) for p, a, b in pairs)
 assert weighted
 assert not torch.allclose(model[0].weight.grad, g1[0] + g2[0])  # the weights do matter
 print("weighted sum, same gradients:", weighted)
+
+# Why a tolerance: two passes multiply each loss's gradient through a layer and add the products;
+# the sum adds the gradients first and multiplies once.
+a, b, c = (torch.tensor(v, dtype=torch.float32) for v in (0.1, 0.7, 3.0))
+same_bits = torch.equal(a * c + b * c, (a + b) * c)  # (4)!
+assert not same_bits
+print("float32: 0.1 * 3 + 0.7 * 3 == (0.1 + 0.7) * 3:", same_bits)

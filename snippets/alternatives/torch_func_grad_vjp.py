@@ -1,3 +1,4 @@
+# --8<-- [start:shown]
 import inspect
 
 import torch
@@ -55,3 +56,29 @@ else:
     raise AssertionError("grad() should refuse a non-scalar output")
 assert "Expected f(*args) to return a scalar Tensor, got tensor with 1 dims" in message
 print("grad() of a vector-valued f:", message.split(": ", 1)[1].split(". ")[0] + ".")
+# --8<-- [end:shown]
+
+# The graph lives as long as vjp_fn. Watch, through a weak reference, a tensor that the graph
+# saved: the multiplication keeps both of its factors for its backward pass.
+import weakref
+
+watched = []
+
+
+def watch(t):
+    watched.append(weakref.ref(t))
+    return t
+
+
+_, vjp_fn = vjp(lambda t: watch(t.exp()) * t.sin(), x)
+vjp_fn(u)
+vjp_fn(v)
+assert watched[-1]() is not None  # still saved after two calls: vjp_fn holds the graph
+del vjp_fn
+assert watched[-1]() is None  # dropping vjp_fn frees it
+_, vjp_fn = vjp(lambda t: watch(t.exp()) * t.sin(), x)
+vjp_fn(u, retain_graph=False)
+assert watched[-1]() is None  # freed by the last call while vjp_fn still exists
+_, vjp_fn = vjp(lambda t: watch(t.exp()) + t.sin(), x)
+assert watched[-1]() is None  # control: an addition saves nothing, so nothing keeps it alive
+print("a tensor the graph saved lives as long as vjp_fn:", True)

@@ -24,16 +24,16 @@ def run(backwards, zero_grad_between=False):
             net.zero_grad()  # (1)!
         loss = criterion(net(inputs), labels)
         loss.backward()
-    return net.fc2.bias.grad
+    return {name: p.grad for name, p in net.named_parameters()}
 
 
 once = run(1)
 article = run(2)  # (2)!
 corrected = run(2, zero_grad_between=True)
 
-assert torch.equal(article, 2 * once)  # exactly doubled
-assert torch.equal(corrected, once)
+assert all(torch.equal(article[name], 2 * once[name]) for name in once)  # exactly doubled
+assert all(torch.equal(corrected[name], once[name]) for name in once)
 
-print("fc2.bias.grad after one backward:      ", once.numpy().round(4))
-print("after the article's two backwards:     ", article.numpy().round(4))
-print("after two backwards with zero_grad():  ", corrected.numpy().round(4))
+print("fc2.bias.grad after one backward:      ", once["fc2.bias"].numpy().round(4))
+print("after the article's two backwards:     ", article["fc2.bias"].numpy().round(4))
+print("after two backwards with zero_grad():  ", corrected["fc2.bias"].numpy().round(4))

@@ -93,6 +93,17 @@ for retain in (True, False):
     del loss, new_loss
 # --8<-- [end:article]
 
+# --8<-- [start:caveats]
+caveats = {}
+loss = forward()
+torch.autograd.grad(loss, [net.fc3.weight])  # (1)!
+caveats["after autograd.grad(loss, [fc3.weight])"] = held_by_graphs()
+loss = forward()  # (2)!
+torch.autograd.grad(loss, [*net.parameters()], create_graph=True)  # (3)!
+caveats["after autograd.grad(..., create_graph=True)"] = held_by_graphs()
+del loss
+# --8<-- [end:caveats]
+
 before = one_graph["before backward"]
 assert before == (223348, 7324)
 # Held anyway: inputs, labels and the weights of fc2 and fc3. The 2 MB weight of fc1
@@ -105,7 +116,43 @@ assert one_graph["after backward(retain_graph=False)"] == (0, 0)
 assert peak[True] == (before[0] + before[1], 2 * before[1])  # both graphs' results
 assert peak[False] == before
 
+# Why fc1's weight is not saved: nn.Linear runs addmm(bias, input, weight.t()). mat2, the weight,
+# appears only in the formula for mat1's gradient, the input's, and the generated code saves it
+# only when that gradient will be computed.
+node = net.fc1(inputs).grad_fn
+assert type(node).__name__ == "AddmmBackward0" and node._saved_mat2 is None
+node = net.fc1(inputs.clone().requires_grad_()).grad_fn
+assert node._saved_mat2.data_ptr() == net.fc1.weight.data_ptr()
+del node
+
+# A partial backward pass runs only the nodes on a path to what it was asked for, and only
+# those free their saved tensors: both ReLU outputs (and fc2's weight, and the inputs) stay.
+relu_outputs = (3 * 500 + 3 * 100) * 4
+partial = (inputs.nbytes + net.fc2.weight.nbytes + relu_outputs, relu_outputs)
+assert caveats["after autograd.grad(loss, [fc3.weight])"] == partial
+loss = forward()
+loss.backward(inputs=[net.fc3.weight])  # the same with backward(inputs=...)
+assert held_by_graphs() == partial
+net.zero_grad()
+del loss  # ... until the graph is dropped
+assert held_by_graphs() == (0, 0)
+loss = forward()
+torch.autograd.grad(loss, [net.fc1.bias])  # a path through the whole graph: all freed
+assert held_by_graphs() == (0, 0)
+
+# create_graph=True also sets retain_graph's default: everything is kept, and a second backward
+# pass through the same graph works and frees it.
+assert caveats["after autograd.grad(..., create_graph=True)"] == before
+loss = forward()
+torch.autograd.grad(loss, [*net.parameters()], create_graph=True)
+loss.backward()
+net.zero_grad()
+assert held_by_graphs() == (0, 0)
+del loss
+
 for label, held in one_graph.items():
+    show(label, held)
+for label, held in caveats.items():
     show(label, held)
 print("The article's code, after the second forward:")
 show("  first backward with retain_graph=True", peak[True])
