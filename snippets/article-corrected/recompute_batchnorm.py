@@ -51,6 +51,10 @@ def compare(net, reference):
 reference = run("retain")
 results = {how: compare(run(how), reference) for how in ("plain", "eval", "keep buffers")}
 
+# One forward pass counts the batch once; the plain recompute counts it twice.
+assert reference[1].num_batches_tracked == 1
+assert run("plain")[1].num_batches_tracked == 2
+
 # Plain recompute: training mode normalises with the batch's own statistics, so the
 # gradients are identical, but the running statistics moved twice for one batch.
 assert results["plain"] == (0.0, False)
