@@ -92,6 +92,9 @@ x.grad = w.grad = None
 (dx,) = torch.autograd.grad((w * CubeOnce.apply(x)).sum(), x, create_graph=True)
 (ref_dx,) = torch.autograd.grad((w * x**3).sum(), x)
 assert torch.equal(dx, ref_dx) and type(dx.grad_fn).__name__ == "Error"
+# ... whose inputs are detached copies (leaves of their own), not x or w ...
+leaves = [fn.variable for fn, _ in dx.grad_fn.next_functions]
+assert leaves and all(leaf is not x and leaf is not w and leaf.is_leaf for leaf in leaves)
 # ... .backward() reaches the Error node and raises ...
 try:
     dx.pow(2).sum().backward()
