@@ -71,7 +71,7 @@ y = MulSaved.apply(x, w)
 node = y.grad_fn
 y.sum().backward()
 try:
-    node.saved_tensors
+    _ = node.saved_tensors
     raise AssertionError("the saved tensors should have been freed")
 except RuntimeError as error:
     assert str(error) == expected

@@ -66,8 +66,9 @@ def reference_mul(a, b):
 
 # save_for_backward: the in-place change is caught, with the ordinary op's message.
 expected, _, _, _ = retain_step_backward(reference_mul)
-assert expected.startswith("one of the variables needed for gradient computation has been "
-                           "modified by an inplace operation")
+assert expected.startswith(
+    "one of the variables needed for gradient computation has been modified by an inplace operation"
+)
 message, _, _, _ = retain_step_backward(MulSaved.apply)
 assert message == expected
 

@@ -101,7 +101,9 @@ try:
     raise AssertionError("CubeOnce: the second-order backward should fail")
 except RuntimeError as error:
     message = str(error)
-assert message == "trying to differentiate twice a function that was marked with @once_differentiable"
+assert message == (
+    "trying to differentiate twice a function that was marked with @once_differentiable"
+)
 # ... autograd.grad(..., w) never runs that node: a different error, and with
 # allow_unused=True no error at all, only None where the gradient is 18 w x^4.
 (dx,) = torch.autograd.grad((w * CubeOnce.apply(x)).sum(), x, create_graph=True)
@@ -109,8 +111,9 @@ try:
     torch.autograd.grad(dx.pow(2).sum(), w)
     raise AssertionError("autograd.grad should report w as unused")
 except RuntimeError as error:
-    assert str(error).startswith("The differentiated Tensor at index 0 appears to not have been "
-                                 "used in the graph")
+    assert str(error).startswith(
+        "The differentiated Tensor at index 0 appears to not have been used in the graph"
+    )
 assert dw is None and not torch.equal(ref_w, torch.zeros_like(ref_w))
 
 # When no incoming gradient requires grad (the loss is CubeOnce's output summed), the
