@@ -1,8 +1,6 @@
 import torch
 from torch.autograd.function import once_differentiable
 
-grad_mode_in_backward = []  # torch.is_grad_enabled() inside Cube.backward, one entry per call
-
 
 # --8<-- [start:shown]
 class Cube(torch.autograd.Function):
@@ -13,14 +11,13 @@ class Cube(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # (1)!
-        grad_mode_in_backward.append(torch.is_grad_enabled())  # (2)!
         (x,) = ctx.saved_tensors
         return grad * 3 * x**2
 
 
 class CubeOnce(Cube):
     @staticmethod
-    @once_differentiable  # (3)!
+    @once_differentiable  # (2)!
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * 3 * x**2
@@ -31,10 +28,10 @@ w = torch.tensor([0.5, -1.0], requires_grad=True)
 for F in (Cube, CubeOnce):
     x.grad = w.grad = None
     loss = (w * F.apply(x)).sum()
-    (dx,) = torch.autograd.grad(loss, x, create_graph=True)  # (4)!
+    (dx,) = torch.autograd.grad(loss, x, create_graph=True)  # (3)!
     penalty = dx.pow(2).sum()  # a gradient penalty
     try:
-        penalty.backward()  # (5)!
+        penalty.backward()  # (4)!
         print(f"{F.__name__}: x.grad {x.grad.tolist()}, w.grad {w.grad.tolist()}")
     except RuntimeError as error:
         print(f"{F.__name__}: {error}")
@@ -70,11 +67,30 @@ assert torch.equal(got_x, ref_x) and torch.equal(got_w, ref_w)
 xd, wd = x.detach(), w.detach()
 assert torch.equal(ref_x, 36 * wd**2 * xd**3) and torch.equal(ref_w, 18 * wd * xd**4)
 
-# Cube.backward ran with grad mode on under create_graph=True, and off without it.
-grad_mode_in_backward.clear()
-torch.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
-torch.autograd.grad(Cube.apply(x).sum(), x)
-assert grad_mode_in_backward == [True, False]
+# Grad mode inside backward: on under create_graph=True and off without it; always off
+# inside a once_differentiable backward.
+grad_mode_in_backward = []
+
+
+class CubeRecording(Cube):
+    @staticmethod
+    def backward(ctx, grad):
+        grad_mode_in_backward.append(torch.is_grad_enabled())
+        return Cube.backward(ctx, grad)
+
+
+class CubeOnceRecording(Cube):
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        grad_mode_in_backward.append(torch.is_grad_enabled())
+        return Cube.backward(ctx, grad)
+
+
+for F in (CubeRecording, CubeOnceRecording):
+    torch.autograd.grad((w * F.apply(x)).sum(), x, create_graph=True)
+    torch.autograd.grad((w * F.apply(x)).sum(), x)
+assert grad_mode_in_backward == [True, False, False, False]
 
 # create_graph=True keeps the graph as well: the same loss can be walked again.
 loss = (w * Cube.apply(x)).sum()
