@@ -53,21 +53,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-SITE_FIXTURES = {"built_site", "served_site", "browser", "sub_path_site"}
 INCLUDED = re.compile(r"check_snippet\('([^']+)'")
 
 
 def xdist_group(item) -> str | None:
-    """Which tests ``--dist loadgroup`` must keep on one pytest-xdist worker.
+    """Which tests ``--dist loadgroup`` must keep on one pytest-xdist worker: a snippet's test
+    and the page fences (English and Chinese) that include it. The snippet runs once
+    (``snippetcheck.check_once``) and all of them report that run.
 
-    * Every test that needs the built or served site, or the browser: the site is built once,
-      served once and driven by one browser, on one worker, while the other workers run
-      snippets.
-    * A snippet's test and the page fences (English and Chinese) that include it: the snippet
-      runs once (``snippetcheck.check_once``) and all of them report that run.
+    The site's tests are not grouped: each worker that gets one builds the site once, serves
+    it and starts one browser (session fixtures), and the site's tests, two thirds of the
+    suite's time, are shared between the workers.
     """
-    if SITE_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return "site"
     if (callspec := getattr(item, "callspec", None)) and "snippet" in callspec.params:
         if "variant" not in callspec.params:
             return str(Path(callspec.params["snippet"]).resolve().relative_to(ROOT))
@@ -207,8 +204,8 @@ def built_site(tmp_path_factory, site_port) -> BuiltSite:
     """The site, built once per test session with ``mkdocs build --strict``.
 
     ``site_url`` is the address ``served_site`` serves it at, as in production: Material's
-    language switcher matches pages against the sitemap's absolute URLs. With pytest-xdist
-    every test that needs it runs on one worker (``xdist_group``), so it is built once.
+    language switcher matches pages against the sitemap's absolute URLs. With pytest-xdist,
+    once per worker that runs a test needing it, at that worker's own port.
     """
     root = tmp_path_factory.mktemp("site")
     return build_site(root / SUB_PATH, f"http://127.0.0.1:{site_port}/{SUB_PATH}")

@@ -52,7 +52,7 @@ checkextern=0
 """
 
 
-def run_linkchecker(base: str, tmp_path: Path) -> list[dict]:
+def run_linkchecker(base: str, tmp_path: Path, *extra: str) -> list[dict]:
     if importlib.util.find_spec("linkcheck") is None:
         if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
             pytest.fail("CI=true but linkchecker is not installed", pytrace=False)
@@ -61,7 +61,7 @@ def run_linkchecker(base: str, tmp_path: Path) -> list[dict]:
     config.write_text(CONFIG, encoding="utf-8")
     proc = subprocess.run(
         [*LINKCHECKER, "--config", str(config), "--no-status", "--verbose", "--output", "csv",
-         base, base + "zh/"],
+         *extra, base, base + "zh/"],
         capture_output=True, text=True, encoding="utf-8", timeout=600,
     )
     # Comment lines start with "# "; a row's first field may be a bare "#anchor".
@@ -157,7 +157,9 @@ def test_the_link_check_catches_broken_links(built_site, tmp_path):
         html = page.read_text(encoding="utf-8")
         page.write_text(html.replace("</article>", links + "</article>", 1), encoding="utf-8")
     with siteserver.serve(host) as root:
-        problems = broken(run_linkchecker(root + site.name + "/", tmp_path))
+        # The broken links are on the two home pages: check those pages' links (and that their
+        # targets exist), not the whole site again.
+        problems = broken(run_linkchecker(root + site.name + "/", tmp_path, "--recursion-level=1"))
     problems += broken_anchors(site)[0]
     report = "\n".join(problems)
     assert len(problems) == 3, report
