@@ -57,14 +57,21 @@ INCLUDED = re.compile(r"check_snippet\('([^']+)'")
 
 
 def xdist_group(item) -> str | None:
-    """Which tests ``--dist loadgroup`` must keep on one pytest-xdist worker: a snippet's test
-    and the page fences (English and Chinese) that include it. The snippet runs once
-    (``snippetcheck.check_once``) and all of them report that run.
+    """Which tests ``--dist loadgroup`` must keep on one pytest-xdist worker.
+
+    * The tests of a module that share a module-scoped fixture: it is made once.
+    * A snippet's test and the page fences (English and Chinese) that include it: the snippet
+      runs once (``snippetcheck.check_once``) and all of them report that run.
 
     The site's tests are not grouped: each worker that gets one builds the site once, serves
     it and starts one browser (session fixtures), and the site's tests, two thirds of the
     suite's time, are shared between the workers.
     """
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if fixtures and any(
+        defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values() if defs
+    ):  # a module-scoped fixture (the quick benchmark run, the plots) is made once
+        return item.nodeid.split("::")[0]
     if (callspec := getattr(item, "callspec", None)) and "snippet" in callspec.params:
         if "variant" not in callspec.params:
             return str(Path(callspec.params["snippet"]).resolve().relative_to(ROOT))

@@ -29,6 +29,13 @@ import time
 
 import torch  # noqa: F401  (the point of the server: imported once, before any fork)
 
+# torch imports its compiler stack lazily, the first time a snippet steps an optimizer, runs a
+# checkpoint or compiles (torch/_compile.py, ``_disable_dynamo``); that import alone took
+# 1.3-2 s of each such snippet (35 of them). Imported here, it costs once. What it sets up is
+# the state a fresh interpreter reaches at that first call; SNIPPETS_FRESH_INTERPRETER=1 runs
+# each snippet without it.
+import torch._dynamo  # noqa: E402, F401
+
 
 def run_child(request: dict) -> None:
     """In the forked child: become ``python path args...`` and never return."""
