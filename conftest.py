@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -
 
 
 def pytest_collection_modifyitems(config, items):
-    """Deselect the CPU variants unless asked for; group the tests for pytest-xdist."""
+    """The CPU-variant reruns take minutes: they run only when asked for, and say so."""
     if not config.getoption("--cpu-variants"):
         kept = [item for item in items if item.get_closest_marker("cpu_variants") is None]
         deselected = [i for i in items if i.get_closest_marker("cpu_variants") is not None]
@@ -47,37 +46,6 @@ def pytest_collection_modifyitems(config, items):
             if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
                 config.workeroutput["cpu_variants_not_run"] = len(deselected)
             items[:] = kept
-    for item in items:
-        group = xdist_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-INCLUDED = re.compile(r"check_snippet\('([^']+)'")
-
-
-def xdist_group(item) -> str | None:
-    """Which tests ``--dist loadgroup`` must keep on one pytest-xdist worker.
-
-    * The tests of a module that share a module-scoped fixture: it is made once.
-    * A snippet's test and the page fences (English and Chinese) that include it: the snippet
-      runs once (``snippetcheck.check_once``) and all of them report that run.
-
-    The site's tests are not grouped: each worker that gets one builds the site once, serves
-    it and starts one browser (session fixtures), and the site's tests, two thirds of the
-    suite's time, are shared between the workers.
-    """
-    fixtures = getattr(item, "_fixtureinfo", None)
-    if fixtures and any(
-        defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values() if defs
-    ):  # a module-scoped fixture (the quick benchmark run, the plots) is made once
-        return item.nodeid.split("::")[0]
-    if (callspec := getattr(item, "callspec", None)) and "snippet" in callspec.params:
-        if "variant" not in callspec.params:
-            return str(Path(callspec.params["snippet"]).resolve().relative_to(ROOT))
-    if match := INCLUDED.search(getattr(item, "code", "") or ""):
-        return match[1]
-    return None
 
 
 _NOT_RUN = pytest.StashKey[int]()
@@ -117,6 +85,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.fixture(scope="session")
 def update_snippets(request) -> bool:
     return request.config.getoption("--update-snippets")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _snippet_results_shared_by_workers(tmp_path_factory, worker_id):
+    """Under pytest-xdist, a snippet runs once per run, whichever workers ask for it."""
+    import snippetcheck
+
+    if worker_id != "master":  # the workers' base temp folders share this run's parent
+        shared = tmp_path_factory.getbasetemp().parent / "snippet-results"
+        shared.mkdir(exist_ok=True)
+        snippetcheck.SHARED_RESULTS = shared
 
 
 # --- pytest-markdown-docs: every Python fence of docs/*.md and of src/retaincheck's docstrings --

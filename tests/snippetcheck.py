@@ -290,16 +290,34 @@ def check(
 
 
 _CHECKED: dict[tuple[Path, bool], list[str]] = {}
+# Set by conftest.py under pytest-xdist: a folder all workers of one run share.
+SHARED_RESULTS: Path | None = None
 
 
 def check_once(snippet: Path, update: bool = False) -> list[str]:
-    """``check``, run at most once per test process for each file.
+    """``check``, run at most once per test run for each file.
 
     The English page, the Chinese page and ``test_snippets.py`` each ask for the same snippet;
-    it runs once and all three report its result (``conftest.py`` sends them to the same
-    pytest-xdist worker).
+    it runs once and all three report its result. Under pytest-xdist the three may land on
+    different workers: the first to take the snippet's lock runs it and leaves the result in
+    ``SHARED_RESULTS`` for the others. (pytest-xdist's ``--dist loadgroup`` would keep them on
+    one worker, but with pytest 9.2 it silently groups nothing: it renames ``item._nodeid``,
+    which pytest no longer reads.)
     """
     key = (Path(snippet).resolve(), update)
-    if key not in _CHECKED:
+    if key in _CHECKED:
+        return _CHECKED[key]
+    if SHARED_RESULTS is None:
         _CHECKED[key] = check(snippet, update=update)
+        return _CHECKED[key]
+    from filelock import FileLock
+
+    name = str(key[0].relative_to(ROOT)).replace(os.sep, "__") + (".update" if update else "")
+    result = SHARED_RESULTS / f"{name}.json"
+    with FileLock(str(result) + ".lock"):
+        if result.exists():
+            _CHECKED[key] = json.loads(result.read_text(encoding="utf-8"))
+        else:
+            _CHECKED[key] = check(snippet, update=update)
+            result.write_text(json.dumps(_CHECKED[key]), encoding="utf-8")
     return _CHECKED[key]

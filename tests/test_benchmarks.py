@@ -157,16 +157,9 @@ def check_results(results: dict, quick: bool) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    out = tmp_path_factory.mktemp("quick")
+def test_quick_mode_memory_is_exact_and_written_as_json_and_csv(tmp_path):
+    """One quick run (about 10 s) checked twice: its numbers, and the files it writes."""
     results = rb.run(quick=True, log=lambda *_: None)
-    paths = rb.write(results, out)
-    return results, paths
-
-
-def test_quick_mode_memory_is_exact(quick):
-    results, _ = quick
     check_results(results, quick=True)
     # Timings are reported, never asserted.
     for row in results["strategies"]:
@@ -174,9 +167,7 @@ def test_quick_mode_memory_is_exact(quick):
               f"x{row['ratio_to_summed']:.2f}")
     print(f"quick mode took {results['total_seconds']:.1f} s")
 
-
-def test_results_are_written_as_json_and_csv(quick):
-    results, (json_path, csv_path) = quick
+    json_path, csv_path = rb.write(results, tmp_path)
     assert json.loads(json_path.read_text()) == json.loads(json.dumps(results))
     with csv_path.open() as f:
         rows = list(csv.DictReader(f))
