@@ -5,6 +5,7 @@ import os
 # so this program silences C++ warnings; errors still raise, as the output shows.
 os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
 
+# --8<-- [start:flags]
 import torch
 import torch.distributed as dist
 from launch import launch
@@ -105,7 +106,53 @@ def on_every_rank(rank, world_size):
         "e.g., one parameter is unused in first iteration, but then got used in the second "
         "iteration."
     ]
+# --8<-- [end:flags]
+
+
+# What the page says about which backward pass decides, checked here: the FIRST one.
+class AllFirst(TwoHeads):  # loss1 reaches every parameter, loss2 misses head1
+    def forward(self, x):
+        z = self.trunk(x).tanh()
+        loss_head1, loss_head2 = self.head1(z).pow(2).mean(), self.head2(z).pow(2).mean()
+        return loss_head1 + loss_head2, loss_head2
+
+
+class PartFirst(AllFirst):  # the same two losses, the other way round
+    def forward(self, x):
+        return tuple(reversed(super().forward(x)))
+
+
+class Disjoint(nn.Module):  # loss1 reaches only `first`, loss2 only `second`
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(4, 1), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.first(x).pow(2).mean(), self.second(x).tanh().pow(2).mean()
+
+
+def the_first_pass_decides(rank, world_size):
+    full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    x = full_batch.chunk(world_size)[rank]
+    # The first pass reaches every parameter: no error, the ranks differ, and neither
+    # rank equals the full batch (allclose, atol=1e-6), whatever the second pass reaches.
+    for model_class in (Shared, AllFirst):
+        expected = full_batch_grad(model_class, full_batch)
+        assert train(model_class, {}, x, expected=expected) == ["differ"] * 3
+    # The first pass leaves head1 unreached and the second reaches the trunk again: error.
+    assert train(PartFirst, {}, x) == [
+        "step 1: RuntimeError: Expected to mark a variable ready only once."
+    ]
+    # The first pass leaves some parameters unreached, the second reaches only those: each
+    # parameter is marked ready once, and the gradients are right.
+    expected = full_batch_grad(Disjoint, full_batch)
+    assert train(Disjoint, {}, x, expected=expected) == ["same = full batch"] * 3
+
+
+def main(rank, world_size):
+    on_every_rank(rank, world_size)
+    the_first_pass_decides(rank, world_size)
 
 
 if __name__ == "__main__":
-    launch(on_every_rank)
+    launch(main)
