@@ -1,3 +1,4 @@
+# --8<-- [start:flags]
 import os
 
 # find_unused_parameters=True makes DDP print a C++ warning to stderr when it finds no unused
@@ -5,7 +6,6 @@ import os
 # so this program silences C++ warnings; errors still raise, as the output shows.
 os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
 
-# --8<-- [start:flags]
 import torch
 import torch.distributed as dist
 from launch import launch
@@ -131,14 +131,35 @@ class Disjoint(nn.Module):  # loss1 reaches only `first`, loss2 only `second`
         return self.first(x).pow(2).mean(), self.second(x).tanh().pow(2).mean()
 
 
+def allreduces_per_pass(model_class, x):
+    """All-reduce calls during the first and during the second backward pass."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    def counting_allreduce(calls, bucket):
+        calls.append(bucket.index())
+        return allreduce_hook(None, bucket)
+
+    torch.manual_seed(0)
+    ddp = DDP(model_class())
+    calls = []
+    ddp.register_comm_hook(calls, counting_allreduce)
+    loss1, loss2 = ddp(x)
+    loss1.backward(retain_graph=True)
+    after_first = len(calls)
+    loss2.backward()
+    return after_first, len(calls) - after_first
+
+
 def the_first_pass_decides(rank, world_size):
     full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
     x = full_batch.chunk(world_size)[rank]
     # The first pass reaches every parameter: no error, the ranks differ, and neither
-    # rank equals the full batch (allclose, atol=1e-6), whatever the second pass reaches.
+    # rank equals the full batch (allclose, atol=1e-6), whatever the second pass reaches;
+    # the one bucket is all-reduced once, during the first pass.
     for model_class in (Shared, AllFirst):
         expected = full_batch_grad(model_class, full_batch)
         assert train(model_class, {}, x, expected=expected) == ["differ"] * 3
+        assert allreduces_per_pass(model_class, x) == (1, 0)
     # The first pass leaves head1 unreached and the second reaches the trunk again: error.
     assert train(PartFirst, {}, x) == [
         "step 1: RuntimeError: Expected to mark a variable ready only once."
