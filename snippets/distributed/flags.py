@@ -160,10 +160,21 @@ def the_first_pass_decides(rank, world_size):
         expected = full_batch_grad(model_class, full_batch)
         assert train(model_class, {}, x, expected=expected) == ["differ"] * 3
         assert allreduces_per_pass(model_class, x) == (1, 0)
-    # The first pass leaves head1 unreached and the second reaches the trunk again: error.
+    # The first pass leaves head1 unreached and the second reaches the trunk again: error,
+    # raised by the second pass.
     assert train(PartFirst, {}, x) == [
         "step 1: RuntimeError: Expected to mark a variable ready only once."
     ]
+    for model_class in (TwoHeads, PartFirst):
+        torch.manual_seed(0)
+        ddp = DDP(model_class())  # kept alive: its reducer must outlive the backward passes
+        loss1, loss2 = ddp(x)
+        loss1.backward(retain_graph=True)  # no error here
+        try:
+            loss2.backward()
+            raise AssertionError("the second pass should raise")
+        except RuntimeError as error:
+            assert str(error).startswith("Expected to mark a variable ready only once.")
     # The first pass leaves some parameters unreached, the second reaches only those: each
     # parameter is marked ready once, and the gradients are right.
     expected = full_batch_grad(Disjoint, full_batch)
