@@ -1,3 +1,4 @@
+# --8<-- [start:shown]
 import torch
 from torch import nn
 
@@ -44,3 +45,23 @@ a, b, c = (torch.tensor(v, dtype=torch.float32) for v in (0.1, 0.7, 3.0))
 same_bits = torch.equal(a * c + b * c, (a + b) * c)  # (4)!
 assert not same_bits
 print("float32: 0.1 * 3 + 0.7 * 3 == (0.1 + 0.7) * 3:", same_bits)
+# --8<-- [end:shown]
+
+# What note 4 says, checked here: the rounding rule is fixed, but which bits come out depends on
+# the order of the additions. The last layer's weight gradient is a sum over the 16 samples of
+# one product each; add the same 16 float32 products in two orders, one elementwise addition
+# at a time. Most of the 16 elements come out different (11 or 12, on the CPU kernels tried),
+# so the first assertion does not hang on a single bit.
+out = model(x)
+g_out = torch.autograd.grad(nn.functional.mse_loss(out, y), out)[0]
+h = model[1](model[0](x)).detach()
+products = [torch.outer(g_out[i], h[i]) for i in range(len(x))]
+in_order, reverse_order = products[0], products[-1]
+for p in products[1:]:
+    in_order = in_order + p
+for p in products[-2::-1]:
+    reverse_order = reverse_order + p
+assert not torch.equal(in_order, reverse_order)  # another order, other last bits
+assert torch.allclose(in_order, reverse_order, rtol=1e-6, atol=1e-7)
+g_weight = torch.autograd.grad(nn.functional.mse_loss(model(x), y), model[2].weight)[0]
+assert torch.allclose(g_weight, in_order, rtol=1e-6, atol=1e-7)  # the same gradient, summed

@@ -8,8 +8,8 @@ xs = torch.randn(300, 5, 16, 32)  # 300 chunks of 5 time steps, batch 16
 tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32, about 1.2e-38
 
 
-def gradient_23_chunks_back():
-    """Gradient of the output after chunk 23 with respect to the first hidden state."""
+def gradient_through_24_chunks():
+    """Gradient of the mean output after 24 chunks (120 time steps) w.r.t. the first state."""
     h0 = torch.zeros(16, 128, requires_grad=True)
     h = h0
     for chunk in xs[:24]:
@@ -19,9 +19,9 @@ def gradient_23_chunks_back():
     return g
 
 
-g = gradient_23_chunks_back()
+g = gradient_through_24_chunks()
 flushed = torch.set_flush_denormal(True)  # (1)!
-g_flushed = gradient_23_chunks_back()
+g_flushed = gradient_through_24_chunks()
 torch.set_flush_denormal(False)
 # --8<-- [end:show]
 assert flushed  # this CPU supports the setting (x86 with SSE3, or AArch64)

@@ -1,3 +1,4 @@
+# --8<-- [start:flags]
 import os
 
 # find_unused_parameters=True makes DDP print a C++ warning to stderr when it finds no unused
@@ -105,7 +106,85 @@ def on_every_rank(rank, world_size):
         "e.g., one parameter is unused in first iteration, but then got used in the second "
         "iteration."
     ]
+# --8<-- [end:flags]
+
+
+# What the page says about which backward pass decides, checked here: the FIRST one.
+class AllFirst(TwoHeads):  # loss1 reaches every parameter, loss2 misses head1
+    def forward(self, x):
+        z = self.trunk(x).tanh()
+        loss_head1, loss_head2 = self.head1(z).pow(2).mean(), self.head2(z).pow(2).mean()
+        return loss_head1 + loss_head2, loss_head2
+
+
+class PartFirst(AllFirst):  # the same two losses, the other way round
+    def forward(self, x):
+        return tuple(reversed(super().forward(x)))
+
+
+class Disjoint(nn.Module):  # loss1 reaches only `first`, loss2 only `second`
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(4, 1), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.first(x).pow(2).mean(), self.second(x).tanh().pow(2).mean()
+
+
+def allreduces_per_pass(model_class, x):
+    """All-reduce calls during the first and during the second backward pass."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    def counting_allreduce(calls, bucket):
+        calls.append(bucket.index())
+        return allreduce_hook(None, bucket)
+
+    torch.manual_seed(0)
+    ddp = DDP(model_class())
+    calls = []
+    ddp.register_comm_hook(calls, counting_allreduce)
+    loss1, loss2 = ddp(x)
+    loss1.backward(retain_graph=True)
+    after_first = len(calls)
+    loss2.backward()
+    return after_first, len(calls) - after_first
+
+
+def the_first_pass_decides(rank, world_size):
+    full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    x = full_batch.chunk(world_size)[rank]
+    # The first pass reaches every parameter: no error, the ranks differ, and neither
+    # rank equals the full batch (allclose, atol=1e-6), whatever the second pass reaches;
+    # the one bucket is all-reduced once, during the first pass.
+    for model_class in (Shared, AllFirst):
+        expected = full_batch_grad(model_class, full_batch)
+        assert train(model_class, {}, x, expected=expected) == ["differ"] * 3
+        assert allreduces_per_pass(model_class, x) == (1, 0)
+    # The first pass leaves head1 unreached and the second reaches the trunk again: error,
+    # raised by the second pass.
+    assert train(PartFirst, {}, x) == [
+        "step 1: RuntimeError: Expected to mark a variable ready only once."
+    ]
+    for model_class in (TwoHeads, PartFirst):
+        torch.manual_seed(0)
+        ddp = DDP(model_class())  # kept alive: its reducer must outlive the backward passes
+        loss1, loss2 = ddp(x)
+        loss1.backward(retain_graph=True)  # no error here
+        try:
+            loss2.backward()
+            raise AssertionError("the second pass should raise")
+        except RuntimeError as error:
+            assert str(error).startswith("Expected to mark a variable ready only once.")
+    # The first pass leaves some parameters unreached, the second reaches only those: each
+    # parameter is marked ready once, and the gradients are right.
+    expected = full_batch_grad(Disjoint, full_batch)
+    assert train(Disjoint, {}, x, expected=expected) == ["same = full batch"] * 3
+
+
+def main(rank, world_size):
+    on_every_rank(rank, world_size)
+    the_first_pass_decides(rank, world_size)
 
 
 if __name__ == "__main__":
-    launch(on_every_rank)
+    launch(main)
