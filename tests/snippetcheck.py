@@ -204,15 +204,45 @@ def run_file(
         return Run(reply["returncode"], text(out), text(err), reply["seconds"])
 
 
+def run_module(
+    module: str, args: list[str], cwd: Path, timeout: float = DEFAULT_TIMEOUT_S
+) -> Run:
+    """Run ``python -m module args...`` in ``cwd``, in a fork of the warm interpreter."""
+    if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
+        return _run_in_new_interpreter(None, timeout, args, None, module=module, cwd=cwd)
+    with tempfile.TemporaryDirectory(prefix="module-") as d:
+        out, err = Path(d, ".stdout"), Path(d, ".stderr")
+        request = {
+            "module": module,
+            "args": list(args),
+            "cwd": str(cwd),
+            "stdout": str(out),
+            "stderr": str(err),
+            "timeout": timeout,
+        }
+        reply = _Server.run(request, None)
+
+        def text(p: Path) -> str:
+            return p.read_bytes().decode("utf-8", "replace") if p.exists() else ""
+
+        return Run(reply["returncode"], text(out), text(err), reply["seconds"])
+
+
 def _run_in_new_interpreter(
-    path: Path, timeout: float, args: list[str] | None, variant: str | None
+    path: Path | None,
+    timeout: float,
+    args: list[str] | None,
+    variant: str | None,
+    module: str | None = None,
+    cwd: Path | None = None,
 ) -> Run:
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
+    target = ["-m", module] if module else [str(path)]
+    with tempfile.TemporaryDirectory(prefix="snippet-") as empty:
         try:
             proc = subprocess.run(
-                [sys.executable, str(path), *(args or [])],
-                cwd=cwd,
+                [sys.executable, *target, *(args or [])],
+                cwd=cwd or empty,
                 env=snippet_env(variant),
                 capture_output=True,
                 text=True,

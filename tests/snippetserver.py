@@ -16,6 +16,7 @@ pytest process (its global torch state would leak into the next test).
 
 Protocol: one JSON object per line each way.
 request  {"path": str, "args": [str], "cwd": str, "stdout": str, "stderr": str, "timeout": float}
+         or {"module": str, ...} instead of "path": ``python -m module args...``
 reply    {"returncode": int | null, "seconds": float}   (null: killed at its time limit)
 """
 
@@ -52,12 +53,19 @@ def run_child(request: dict) -> None:
         (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
     ):
         os.dup2(os.open(name, flags, 0o600), fd)
-    path = request["path"]
-    sys.argv = [path, *request["args"]]
-    sys.path[0] = os.path.dirname(path)
+    path, module = request.get("path"), request.get("module")
+    if module:  # python -m module args...: the working directory first on sys.path
+        sys.argv = [module, *request["args"]]  # run_module puts the module's file in argv[0]
+        sys.path[0] = os.getcwd()
+    else:
+        sys.argv = [path, *request["args"]]
+        sys.path[0] = os.path.dirname(path)
     code = 0
     try:
-        runpy.run_path(path, run_name="__main__")
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, int | None):

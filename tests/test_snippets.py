@@ -81,14 +81,10 @@ def test_mkl_takes_the_compatible_path():
 
 
 def running_torch_version() -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__)"],
-        env=snippetcheck.snippet_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
+    """The torch the snippets run with (asked of the snippets' own warm interpreter)."""
+    run = snippetcheck.run_code("import torch; print(torch.__version__)")
+    assert run.returncode == 0 and not run.stderr, run.stderr
+    return run.stdout.strip()
 
 
 def test_pages_name_the_torch_that_ran_the_snippets(update_snippets):
