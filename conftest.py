@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,13 +31,51 @@ def pytest_addoption(parser):
         action="store_true",
         help="also rerun every snippet on other kernel paths and thread counts (slow)",
     )
+    parser.addoption(
+        "--changed",
+        action="store_true",
+        help="run only the page fences and snippet tests whose page, snippet or stored output "
+        "differs from git HEAD (uncommitted and untracked files): the writer's inner loop",
+    )
 
 
 CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -m cpu_variants"
 
 
+def changed_files() -> set[Path]:
+    """Files that differ from git HEAD: modified, added or untracked."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--no-renames"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+    return {(ROOT / line[3:].strip('"')).resolve() for line in out.splitlines() if line}
+
+
+SNIPPET_CALL = re.compile(r"check_snippet\('([^']+)'")
+
+
+def touches(item, changed: set[Path]) -> bool:
+    """A page fence or snippet test whose page, snippet or stored output is among ``changed``."""
+    files: set[Path] = set()
+    if "markdown-docs" in item.keywords:
+        files.add(Path(item.path).resolve())
+        snippets = [ROOT / p for p in SNIPPET_CALL.findall(getattr(item, "code", "") or "")]
+    elif (spec := getattr(item, "callspec", None)) and "snippet" in spec.params:
+        snippets = [Path(spec.params["snippet"])]
+    else:
+        return False
+    for snippet in snippets:
+        files |= {snippet.resolve(), snippet.with_suffix(".out").resolve()}
+    return bool(files & changed)
+
+
 def pytest_collection_modifyitems(config, items):
-    """The CPU-variant reruns take minutes: they run only when asked for, and say so."""
+    """``--changed`` keeps what a writer touched; the CPU variants run only when asked for."""
+    if config.getoption("--changed"):
+        changed = changed_files()
+        keep = [item for item in items if touches(item, changed)]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
     if not config.getoption("--cpu-variants"):
         kept = [item for item in items if item.get_closest_marker("cpu_variants") is None]
         deselected = [i for i in items if i.get_closest_marker("cpu_variants") is not None]
