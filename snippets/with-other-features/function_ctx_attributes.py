@@ -153,21 +153,29 @@ class ExpOnCtx(torch.autograd.Function):
         return grad * ctx.out
 
 
-def node_after_del(exp):
-    """A weak reference to the backward node, taken before the output is dropped."""
+def node_after_del(exp, retain):
+    """A weak reference to the backward node, taken before the output is dropped.
+
+    Either no backward pass at all, or one that keeps the graph: a backward pass that
+    frees the graph would clear the saved tensors itself and prove nothing here.
+    """
     y = exp.apply(x)
     node = weakref.ref(y.grad_fn)
-    y.sum().backward()
+    if retain:
+        y.sum().backward(retain_graph=True)
+        if exp is ExpSaved:  # the saved output is still there when the output is dropped
+            assert torch.equal(node().saved_tensors[0], x.exp())
     del y
     return node
 
 
 gc.disable()
 try:
-    assert node_after_del(ExpSaved)() is None  # freed at once
-    kept = node_after_del(ExpOnCtx)
-    assert kept() is not None  # the cycle keeps the node and its tensors
-    gc.collect()
-    assert kept() is None  # until the garbage collector runs
+    for retain in (False, True):
+        assert node_after_del(ExpSaved, retain)() is None  # freed at once
+        kept = node_after_del(ExpOnCtx, retain)
+        assert kept() is not None  # the cycle keeps the node and its tensors
+        gc.collect()
+        assert kept() is None  # until the garbage collector runs
 finally:
     gc.enable()
