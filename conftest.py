@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -191,14 +192,7 @@ class BuiltSite:
     log: str
     seconds: float
     url_path: str = "/"  # the path the site is published at: "/retain-graph/"
-
-
-@pytest.fixture(scope="session")
-def site_port() -> int:
-    """The 127.0.0.1 port the test site is served on; the build's site_url names it."""
-    import siteserver
-
-    return siteserver.free_port()
+    port: int = 0  # the 127.0.0.1 port its site_url names
 
 
 def build_site(out: Path, site_url: str) -> BuiltSite:
@@ -216,7 +210,7 @@ def build_site(out: Path, site_url: str) -> BuiltSite:
     seconds = time.perf_counter() - start
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{log[-6000:]}"
-    return BuiltSite(out, log, seconds, urlsplit(site_url).path)
+    return BuiltSite(out, log, seconds, urlsplit(site_url).path, urlsplit(site_url).port or 0)
 
 
 # Where the tests serve the site: under a sub-path, the way GitHub Pages serves a project
@@ -225,21 +219,41 @@ SUB_PATH = "retain-graph/"
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory, site_port) -> BuiltSite:
-    """The site, built once per test session with ``mkdocs build --strict``.
+def built_site(tmp_path_factory, worker_id) -> BuiltSite:
+    """The site, built once per test run with ``mkdocs build --strict``.
 
     ``site_url`` is the address ``served_site`` serves it at, as in production: Material's
-    language switcher matches pages against the sitemap's absolute URLs. With pytest-xdist,
-    once per worker that runs a test needing it, at that worker's own port.
+    language switcher matches pages against the sitemap's absolute URLs, port included.
+    Under pytest-xdist the first worker that needs the site builds it in a folder the workers
+    share, and each worker serves that folder on the same port (``siteserver.serve`` binds
+    with SO_REUSEPORT): one build instead of one per worker, 7 s of CPU each.
     """
-    root = tmp_path_factory.mktemp("site")
-    return build_site(root / SUB_PATH, f"http://127.0.0.1:{site_port}/{SUB_PATH}")
+    import siteserver
+
+    if worker_id == "master":
+        port = siteserver.free_port()
+        root = tmp_path_factory.mktemp("site")
+        return build_site(root / SUB_PATH, f"http://127.0.0.1:{port}/{SUB_PATH}")
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent / "site"
+    root.mkdir(exist_ok=True)
+    record = root / "built.json"
+    with FileLock(str(root / ".lock")):
+        if not record.exists():
+            port = siteserver.free_port()
+            built = build_site(root / SUB_PATH, f"http://127.0.0.1:{port}/{SUB_PATH}")
+            record.write_text(
+                json.dumps({"log": built.log, "seconds": built.seconds, "port": port})
+            )
+        saved = json.loads(record.read_text())
+    return BuiltSite(root / SUB_PATH, saved["log"], saved["seconds"], "/" + SUB_PATH, saved["port"])
 
 
 @pytest.fixture(scope="session")
-def served_site(built_site, site_port):
-    """The built site served on 127.0.0.1 at its free port; yields its base URL."""
+def served_site(built_site):
+    """The built site served on 127.0.0.1 at the port its build names; yields its base URL."""
     import siteserver
 
-    with siteserver.serve(built_site.path.parent, site_port) as host:
+    with siteserver.serve(built_site.path.parent, built_site.port) as host:
         yield host + SUB_PATH

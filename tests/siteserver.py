@@ -81,7 +81,13 @@ def free_port() -> int:
 # http.server, plus the response header with which a server tells linkchecker it may be
 # checked at full speed (otherwise it waits 0.1-0.6 s between two requests to one host).
 SERVER = """
-import functools, http.server, sys
+import functools, http.server, socket, sys
+class Server(http.server.ThreadingHTTPServer):
+    def server_bind(self):
+        # Several pytest-xdist workers serve the same built site on the port its site_url
+        # names: the kernel hands each connection to one of them.
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
 class Handler(http.server.SimpleHTTPRequestHandler):
     def end_headers(self):
         self.send_header("LinkChecker", "full speed")
@@ -89,7 +95,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 handler = functools.partial(Handler, directory=sys.argv[2])
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
+Server(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
 """
 
 
