@@ -185,23 +185,10 @@ def run_file(
     if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
         return _run_in_new_interpreter(path, timeout, args, variant)
     with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
-        out, err = Path(cwd, ".stdout"), Path(cwd, ".stderr")
         work = Path(cwd, "cwd")
         work.mkdir()
-        request = {
-            "path": str(Path(path).resolve()),
-            "args": list(args or []),
-            "cwd": str(work),
-            "stdout": str(out),
-            "stderr": str(err),
-            "timeout": timeout,
-        }
-        reply = _Server.run(request, variant)
-
-        def text(p: Path) -> str:
-            return p.read_bytes().decode("utf-8", "replace") if p.exists() else ""
-
-        return Run(reply["returncode"], text(out), text(err), reply["seconds"])
+        target = {"path": str(Path(path).resolve())}
+        return _run_in_server(target, args, work, timeout, variant)
 
 
 def run_module(
@@ -210,17 +197,24 @@ def run_module(
     """Run ``python -m module args...`` in ``cwd``, in a fork of the warm interpreter."""
     if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
         return _run_in_new_interpreter(None, timeout, args, None, module=module, cwd=cwd)
-    with tempfile.TemporaryDirectory(prefix="module-") as d:
+    return _run_in_server({"module": module}, args, cwd, timeout, None)
+
+
+def _run_in_server(
+    target: dict, args: list[str] | None, cwd: Path, timeout: float, variant: str | None
+) -> Run:
+    """One request to the warm interpreter (``snippetserver.py``); output through files."""
+    with tempfile.TemporaryDirectory(prefix="output-") as d:
         out, err = Path(d, ".stdout"), Path(d, ".stderr")
         request = {
-            "module": module,
-            "args": list(args),
+            **target,
+            "args": list(args or []),
             "cwd": str(cwd),
             "stdout": str(out),
             "stderr": str(err),
             "timeout": timeout,
         }
-        reply = _Server.run(request, None)
+        reply = _Server.run(request, variant)
 
         def text(p: Path) -> str:
             return p.read_bytes().decode("utf-8", "replace") if p.exists() else ""
