@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -142,11 +143,19 @@ def _snippet_results_shared_by_workers(tmp_path_factory, worker_id):
 # The plugin collects them (``--markdown-docs`` in pyproject.toml) with our parser
 # (mdfences.FenceTestParser), which turns each fence into a call to one of these two.
 
-_config: list[pytest.Config] = []
+_update_snippets = False
 
 
 def pytest_configure(config):
-    _config[:] = [config]
+    global _update_snippets
+    _update_snippets = config.getoption("--update-snippets")
+
+
+@functools.cache
+def _collected_snippets() -> frozenset[Path]:
+    import snippetcheck
+
+    return frozenset(snippetcheck.discover())
 
 
 @pytest.hookimpl(tryfirst=True)  # before the plugin's own CommonMark parser (firstresult)
@@ -162,14 +171,13 @@ def check_snippet(path: str, section: str | None = None) -> None:
 
     file = ROOT / path
     assert file.is_file(), f"{path} does not exist"
-    assert file in snippetcheck.discover(), f"{path} is not a collected snippet"
+    assert file in _collected_snippets(), f"{path} is not a collected snippet"
     if section is not None:
         text = file.read_text(encoding="utf-8")
         assert f"--8<-- [start:{section}]" in text and f"--8<-- [end:{section}]" in text, (
             f"{path} has no section {section!r}"
         )
-    update = bool(_config and _config[0].getoption("--update-snippets"))
-    problems = snippetcheck.check_once(file, update=update)
+    problems = snippetcheck.check_once(file, update=_update_snippets)
     assert not problems, f"{path}: " + "\n".join(problems)
 
 
@@ -210,7 +218,8 @@ def build_site(out: Path, site_url: str) -> BuiltSite:
     seconds = time.perf_counter() - start
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{log[-6000:]}"
-    return BuiltSite(out, log, seconds, urlsplit(site_url).path, urlsplit(site_url).port or 0)
+    url = urlsplit(site_url)
+    return BuiltSite(out, log, seconds, url.path, url.port or 0)
 
 
 # Where the tests serve the site: under a sub-path, the way GitHub Pages serves a project
@@ -228,19 +237,18 @@ def built_site(tmp_path_factory, worker_id) -> BuiltSite:
     share, and each worker serves that folder on the same port (``siteserver.serve`` binds
     with SO_REUSEPORT): one build instead of one per worker, 7 s of CPU each.
     """
-    import siteserver
-
-    if worker_id == "master":
-        port = siteserver.free_port()
-        root = tmp_path_factory.mktemp("site")
-        return build_site(root / SUB_PATH, f"http://127.0.0.1:{port}/{SUB_PATH}")
     from filelock import FileLock
 
-    root = tmp_path_factory.getbasetemp().parent / "site"
-    root.mkdir(exist_ok=True)
+    if worker_id == "master":
+        root = tmp_path_factory.mktemp("site")
+    else:  # the workers' base temp folders share this run's parent
+        root = tmp_path_factory.getbasetemp().parent / "site"
+        root.mkdir(exist_ok=True)
     record = root / "built.json"
     with FileLock(str(root / ".lock")):
         if not record.exists():
+            import siteserver
+
             port = siteserver.free_port()
             built = build_site(root / SUB_PATH, f"http://127.0.0.1:{port}/{SUB_PATH}")
             record.write_text(

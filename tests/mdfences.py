@@ -44,16 +44,20 @@ class Fence:
 
     @property
     def includes(self) -> list[tuple[str, str | None]]:
-        """(path, section) of each ``--8<--`` line, when the body is made only of them."""
-        lines = [ln.strip() for ln in self.body.splitlines() if ln.strip()]
-        matches = [INCLUDE.match(ln) for ln in lines]
-        if not lines or not all(matches):
-            return []
-        return [(m["path"], m["section"]) for m in matches]
+        return includes_of(self.body)
 
     @property
     def where(self) -> str:
         return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def includes_of(body: str) -> list[tuple[str, str | None]]:
+    """(path, section) of each ``--8<--`` line, when the body is made only of them."""
+    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+    matches = [INCLUDE.match(ln) for ln in lines]
+    if not lines or not all(matches):
+        return []
+    return [(m["path"], m["section"]) for m in matches]
 
 
 def language_of(info: str) -> str:
@@ -97,8 +101,7 @@ class FenceTestParser(PageParser):
             lang = language_of(t.info)
             if t.type != "fence" or lang not in PYTHON_LANGS:
                 continue
-            includes = Fence(Path(), 0, 0, lang, t.info, t.content).includes
-            if includes:
+            if includes := includes_of(t.content):
                 t.content = "".join(f"check_snippet({p!r}, {s!r})\n" for p, s in includes)
             else:
                 t.content = f"check_inline({t.content!r})\n"
@@ -106,13 +109,17 @@ class FenceTestParser(PageParser):
         return tokens
 
 
-def fences_in(path: Path) -> list[Fence]:
-    tokens = parser().parse(path.read_text(encoding="utf-8"))
+def fences_of(path: Path, text: str) -> list[Fence]:
+    """The fences of ``text`` (a page, or a docstring of ``path``), lines counted in ``text``."""
     return [
         Fence(path, t.map[0] + 1, t.map[1] + 1, language_of(t.info), t.info, t.content)
-        for t in tokens
+        for t in parser().parse(text)
         if t.type == "fence" and t.map
     ]
+
+
+def fences_in(path: Path) -> list[Fence]:
+    return fences_of(path, path.read_text(encoding="utf-8"))
 
 
 PACKAGE = ROOT / "src" / "retaincheck"
@@ -127,13 +134,8 @@ def docstring_fences(package: Path = PACKAGE) -> list[Fence]:
         tree = ast.parse(py.read_text(encoding="utf-8"))
         nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, DOCUMENTED))]
         for node in sorted(nodes, key=lambda n: getattr(n, "lineno", 0)):
-            doc = ast.get_docstring(node)
-            if doc:
-                fences += [
-                    Fence(py, t.map[0] + 1, t.map[1] + 1, language_of(t.info), t.info, t.content)
-                    for t in parser().parse(doc)
-                    if t.type == "fence" and t.map
-                ]
+            if doc := ast.get_docstring(node):
+                fences += fences_of(py, doc)
     return fences
 
 
