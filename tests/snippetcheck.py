@@ -252,6 +252,28 @@ def _run_in_new_interpreter(
     return Run(proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start)
 
 
+LESSONRUN = Path(__file__).with_name("lessonrun.py")
+
+
+def has_lesson(snippet: Path) -> bool:
+    """Whether the file is a lesson and a proof (``lessonrun.py``); a malformed split counts."""
+    from lessonrun import SectionError, lesson_and_proof
+
+    try:
+        return lesson_and_proof(Path(snippet).read_text(encoding="utf-8")) is not None
+    except SectionError:
+        return True  # lessonrun reports what is wrong with it
+
+
+def run_snippet(
+    snippet: Path, timeout: float = DEFAULT_TIMEOUT_S, variant: str | None = None
+) -> Run:
+    """A snippet's run: its lesson alone, then its proof (``lessonrun.py``), or the whole file."""
+    if has_lesson(snippet):
+        return run_file(LESSONRUN, timeout, args=[str(Path(snippet).resolve())], variant=variant)
+    return run_file(snippet, timeout, variant=variant)
+
+
 def run_code(code: str, timeout: float = DEFAULT_TIMEOUT_S) -> Run:
     """Run a piece of source (an inline markdown fence) as its own program."""
     with tempfile.TemporaryDirectory(prefix="fence-") as d:
@@ -286,7 +308,7 @@ def check(
     output that still matches (``outputs_match``) is left as it is, so that a rerun on
     another CPU does not churn last digits.
     """
-    run = run_file(snippet, timeout, variant=variant)
+    run = run_snippet(snippet, timeout, variant=variant)
     problems = problems_of_run(run, timeout)
     if problems:
         return problems
