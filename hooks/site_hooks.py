@@ -108,10 +108,29 @@ def on_post_page(output, page, config):
 # source like the English ones: here a break between CJK text is joined without a space.
 
 CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u201c\u201d\u2018\u2019"
-ENDS_CJK = re.compile(rf"[{CJK}]$")
+# Full-width punctuation: CJK symbols (、。「」《》), full-width forms (，：；！？（）),
+# curly quotes.
+PUNCT = "\u3000-\u303f\uff00-\uffef\u201c\u201d\u2018\u2019"
+ENDS_CJK = re.compile(rf"[{CJK}](?:\*\*)?$")
+ENDS_PUNCT = re.compile(rf"[{PUNCT}](?:\*\*)?$")
 STARTS_CJK = re.compile(rf"(?:\*\*|\*|_|\[)?[{CJK}]")
+STARTS_PUNCT = re.compile(rf"[{PUNCT}]")
 BLOCK_START = re.compile(r"([-*+] |\d+[.)] |#|>|\||`{3}|~{3}|!!!|\?\?\?|===|<|--8<--|\[\^|\*\*\*)")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def _joins_without_space(previous: str, stripped: str) -> bool:
+    """Whether the break between two lines of one paragraph must not render as a space.
+
+    Between two Chinese characters, after full-width punctuation (whatever follows: Chinese,
+    Latin or code) and before it. Between Chinese and Latin text or code the break stays: it
+    renders as the one space such a boundary takes.
+    """
+    return bool(
+        (ENDS_CJK.search(previous) and STARTS_CJK.match(stripped))
+        or ENDS_PUNCT.search(previous)
+        or STARTS_PUNCT.match(stripped)
+    )
 
 
 def join_cjk_lines(markdown: str) -> str:
@@ -132,11 +151,11 @@ def join_cjk_lines(markdown: str) -> str:
         stripped = line.lstrip()
         if (
             out
+            and out[-1].strip()
             and not out[-1].endswith("  ")  # two trailing spaces: a deliberate hard break
-            and ENDS_CJK.search(out[-1].rstrip())
             and stripped
             and not BLOCK_START.match(stripped)
-            and STARTS_CJK.match(stripped)
+            and _joins_without_space(out[-1].rstrip(), stripped)
         ):
             out[-1] = out[-1].rstrip() + stripped
             continue

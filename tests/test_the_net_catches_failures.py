@@ -25,6 +25,13 @@ BROKEN = FIXTURES / "broken_snippets"
         ("hangs.py", "timed out after 2 s"),
         ("unseen_warning.py", "wrote to stderr"),
         ("no_stored_output.py", "no stored output"),
+        # A lesson must run alone, as a reader's copy would: here it calls a helper that only
+        # the proof defines (the whole file, run top to bottom, would fail the same way; a
+        # lesson that used a name the proof defines *before* the lesson could not).
+        ("lesson_needs_the_proof.py", "NameError: name 'helper' is not defined"),
+        ("proof_prints.py", "the proof printed"),
+        ("false_proof.py", "a false claim"),
+        ("code_outside_sections.py", "line 1 is outside the lesson and the proof"),
     ],
 )
 def test_broken_snippet_is_caught(name, expected):
