@@ -1,0 +1,187 @@
+"""The text of the pages: Chinese typography, one form for quoted errors, one term per concept.
+
+From a native reader's review of the Chinese pages (issue 17): CJK has no italic; no space
+beside full-width punctuation; the spacing between Chinese and Latin text follows one
+convention, checked by autocorrect (the linter common in Chinese technical docs, through its
+Python binding autocorrect-py, configured in ``.autocorrectrc``); an error message quoted in the
+prose is a code span, never “…” or "…"; each concept has one Chinese term, the glossary's, and
+the glossary is sorted by its first column.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import autocorrect_py
+import mdfences
+import pytest
+import snippetcheck
+from pypinyin import lazy_pinyin
+
+ROOT = mdfences.ROOT
+ZH_PAGES = [p for p in mdfences.markdown_files() if mdfences.is_chinese(p)]
+PUNCT = "，。：；！？、（）「」《》"
+HANZI = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+BLOCK_TAG = re.compile(
+    r"</?(?:p|li|div|td|th|h[1-6]|ul|ol|dl|dt|dd|table|thead|tbody|tr|details|summary|br|hr"
+    r"|blockquote|figure|figcaption|nav|aside|section)\b[^>]*>"
+)
+# A term a Chinese page must not use, and the glossary's term for the same concept.
+NOT_THE_GLOSSARY_TERM = {
+    "激活检查点": "梯度检查点",
+    "评判器": "判别器",
+    "截断的 BPTT": "截断 BPTT",
+    "审计": "检查",
+    "边运行边定义": "动态图",
+}
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(mdfences.DOCS_DIR))
+
+
+def article_text(html: str) -> str:
+    """The prose of a built page: code spans as one Latin token, blocks as boundaries."""
+    html = re.search(r'<article class="md-content__inner.*?</article>', html, re.S).group(0)
+    html = re.sub(r"<pre.*?</pre>|<script.*?</script>|<svg.*?</svg>", "\x00", html, flags=re.S)
+    html = re.sub(r"<code.*?</code>", "x", html, flags=re.S)
+    html = BLOCK_TAG.sub("\x00", html)
+    return re.sub(r"<[^>]+>", "", html)
+
+
+def spaces_beside_punctuation(text: str) -> list[str]:
+    after = re.finditer(rf"[{PUNCT}][ \t\n]+[^\s\x00]", text)
+    before = re.finditer(rf"[^\s\x00][ \t\n]+[{PUNCT}]", text)
+    return [m.group(0) for m in (*after, *before)]
+
+
+def test_spaces_beside_punctuation_are_found():
+    text = article_text(
+        '<article class="md-content__inner"><p>报错，\n<code>x</code> 和 <strong>一。</strong> 它'
+        "</p><li>对。</li>\n<li>不</li><p>（见 A）B</p></article>"
+    )
+    assert spaces_beside_punctuation(text) == ["，\nx", "。 它"]
+
+
+def built_zh_pages(built_site):
+    return sorted((built_site.path / "zh").rglob("index.html"))
+
+
+def test_no_space_beside_full_width_punctuation(built_site):
+    offenders = {}
+    for page in built_zh_pages(built_site):
+        bad = spaces_beside_punctuation(article_text(page.read_text(encoding="utf-8")))
+        if bad:
+            offenders[str(page.relative_to(built_site.path))] = bad[:6]
+    assert not offenders, offenders
+
+
+def test_no_italics_on_chinese_text(built_site):
+    offenders = {}
+    for page in built_zh_pages(built_site):
+        html = page.read_text(encoding="utf-8")
+        emphasis = re.findall(r"<(?:em|i)>(.*?)</(?:em|i)>", html, re.S)
+        italic = [e for e in emphasis if HANZI.search(e)]
+        if italic:
+            offenders[str(page.relative_to(built_site.path))] = italic[:5]
+    assert not offenders, f"CJK has no italic; use bold: {offenders}"
+
+
+@pytest.fixture(scope="module")
+def autocorrect_rules():
+    autocorrect_py.load_config((ROOT / ".autocorrectrc").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("md", ZH_PAGES, ids=_id)
+def test_autocorrect_finds_nothing(md, autocorrect_rules):
+    result = autocorrect_py.lint_for(md.read_text(encoding="utf-8"), "md")
+    found = [f"line {r.line}: {r.old.strip()!r} -> {r.new.strip()!r}" for r in result.lines]
+    assert not found, "\n".join(found)
+
+
+def test_autocorrect_runs_with_the_site_rules(autocorrect_rules):
+    result = autocorrect_py.lint_for("报 “Trying to backward” 错误，用PyTorch 。\n", "md")
+    assert len(result.lines) == 1
+    assert result.lines[0].new == "报“Trying to backward”错误，用 PyTorch。"
+
+
+def printed_phrases() -> set[str]:
+    """Runs of four or more words from every stored output: what the programs really print."""
+    phrases = set()
+    for out in snippetcheck.SNIPPETS_DIR.rglob("*.out"):
+        for line in out.read_text(encoding="utf-8").splitlines():
+            words = re.findall(r"[A-Za-z_']+", line)
+            phrases.update(" ".join(words[i : i + 4]) for i in range(len(words) - 3))
+    return phrases
+
+
+QUOTED = re.compile(r"“([^”\x00]{6,200})”|\"([^\"\x00]{6,200})\"|「([^」\x00]{6,200})」")
+
+
+def quoted_messages(text: str, phrases: set[str]) -> list[str]:
+    """Quoted prose that holds four words in a row of something a program printed."""
+    found = []
+    for m in QUOTED.finditer(text):
+        quote = next(g for g in m.groups() if g)
+        words = re.findall(r"[A-Za-z_']+", quote)
+        if any(" ".join(words[i : i + 4]) in phrases for i in range(len(words) - 3)):
+            found.append(quote)
+    return found
+
+
+def test_quoted_messages_are_found():
+    phrases = {"Trying to backward through"}
+    text = "报“Trying to backward through the graph”错误 and “a quoted doc sentence here”"
+    assert quoted_messages(text, phrases) == ["Trying to backward through the graph"]
+
+
+def test_error_messages_are_code_spans(built_site):
+    phrases = printed_phrases()
+    assert "Trying to backward through" in phrases  # the outputs do print the error
+    offenders = {}
+    for page in sorted(built_site.path.rglob("index.html")):
+        html = page.read_text(encoding="utf-8")
+        if 'class="md-content__inner' not in html:
+            continue
+        bad = quoted_messages(article_text(html), phrases)
+        if bad:
+            offenders[str(page.relative_to(built_site.path))] = bad[:5]
+    assert not offenders, f"quote an error message as `code`: {offenders}"
+
+
+@pytest.mark.parametrize("md", ZH_PAGES, ids=_id)
+def test_one_term_per_concept(md):
+    text = md.read_text(encoding="utf-8")
+    used = {t: g for t, g in NOT_THE_GLOSSARY_TERM.items() if t in text}
+    assert not used, f"use the glossary's terms: {used}"
+
+
+def glossary_terms(md: Path) -> list[str]:
+    """The first column of the glossary table, without the anchor span."""
+    rows = [ln for ln in md.read_text(encoding="utf-8").splitlines() if ln.startswith("| ")]
+    cells = [row.split("|")[1].strip() for row in rows[2:]]  # after the header and the rule
+    return [re.sub(r"<span[^>]*></span>", "", c).strip() for c in cells]
+
+
+def zh_sort_key(term: str) -> tuple:
+    """Latin-letter terms first (A–Z), then Chinese terms in pinyin order."""
+    latin = bool(re.match(r"[A-Za-z]", term))
+    return (not latin, [s.lower() for s in lazy_pinyin(term)])
+
+
+def test_glossary_is_sorted_by_its_first_column():
+    en = glossary_terms(mdfences.DOCS_DIR / "glossary.md")
+    zh = glossary_terms(mdfences.DOCS_DIR / "glossary.zh.md")
+    assert len(en) == len(zh) > 20
+    assert en == sorted(en, key=str.lower), "sort the English glossary by its first column"
+    assert zh == sorted(zh, key=zh_sort_key), "sort the Chinese glossary by pinyin"
+
+
+def test_glossary_sort_keys():
+    assert sorted(["计算图", "autograd", "保留", "叶子张量"], key=zh_sort_key) == [
+        "autograd",
+        "保留",
+        "计算图",
+        "叶子张量",
+    ]
