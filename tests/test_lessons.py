@@ -89,7 +89,8 @@ def test_prose_comments_are_found():
 def page_blocks(md: Path) -> list[tuple[str, str, str | None, int]]:
     """``(kind, target, section, line)`` for each include fence and each ``???`` block, in order.
 
-    ``kind`` is ``"include"`` or ``"details"`` (then ``target`` is the block's title).
+    ``kind`` is ``"include"`` or ``"details"`` (then ``target`` is the block's title and
+    ``section`` its marker: ``???`` collapsed, ``???+`` open).
     """
     blocks = []
     for token in mdfences.parser().parse(md.read_text(encoding="utf-8")):
@@ -99,7 +100,7 @@ def page_blocks(md: Path) -> list[tuple[str, str, str | None, int]]:
                 blocks.append(("include", path, section, line))
         elif token.type == "admonition_open" and token.markup.startswith("???"):
             title = re.search(r'"(.*)"', token.info)
-            blocks.append(("details", title[1] if title else "", None, line))
+            blocks.append(("details", title[1] if title else "", token.markup, line))
     return blocks
 
 
@@ -119,14 +120,14 @@ def shape_problems(md: Path) -> list[str]:
             continue  # checked with its lesson
         expected = [
             ("include", target.removesuffix(".py") + ".out", None),
-            ("details", label, None),
+            ("details", label, "???"),
             ("include", target, "proof"),
         ]
         following = [b[:3] for b in blocks[i + 1 : i + 4]]
         if following != expected:
             problems.append(
                 f"line {line}: {target}:lesson must be followed by its output, then "
-                f'??? success "{label}" holding {target}:proof; found {following}'
+                f'??? success "{label}" (collapsed) holding {target}:proof; found {following}'
             )
     lessons = {t for k, t, s, _ in blocks if k == "include" and s == "lesson"}
     proofs = [t for k, t, s, _ in blocks if k == "include" and s == "proof"]
