@@ -39,6 +39,8 @@ with torch.autograd.graph.saved_tensors_hooks(lambda t: saved_now.append(t) or t
     activations.mean()
 assert [t.data_ptr() for t in saved_now] == [x.data_ptr(), activations.data_ptr()]  # (1)!
 assert x.nbytes == activations.nbytes == 8192
+detached = activations.detach()
+assert detached.data_ptr() == activations.data_ptr() and detached.grad_fn is None
 assert history[0] == 2 * 8192  # (2)!
 assert all(b - a == history[0] for a, b in itertools.pairwise(history))
 assert sum(t.nbytes for t in held.values()) == 0
