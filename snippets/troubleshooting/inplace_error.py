@@ -1,16 +1,13 @@
-# --8<-- [start:show]
-import re
-
+# --8<-- [start:lesson]
 import torch
 import torch.nn.functional as F
 
 torch.manual_seed(0)
-
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 x, target = torch.randn(16, 4), torch.randn(16, 2)
 
-out = model(x)  # one forward pass, two losses
+out = model(x)
 loss_a = F.mse_loss(out, target)
 loss_b = out.abs().mean()
 
@@ -21,44 +18,39 @@ try:
     loss_b.backward()  # (2)!
 except RuntimeError as error:
     message = str(error)
-else:
-    raise AssertionError("the second backward should have failed")
+    print(message.replace(": [", ":\n[").replace(". ", ".\n"))  # (3)!
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+import re
 
 assert message.startswith(
     "one of the variables needed for gradient computation has been modified by an inplace operation"
 )
 versions = re.search(r"is at version (\d+); expected version (\d+)", message)
 found, expected = map(int, versions.groups())
-assert found == expected + 1  # step() changed it once since the forward pass saved it
-assert "[torch.FloatTensor [8, 2]]" in message  # (3)!
+assert found == expected + 1  # (1)!
+assert "[torch.FloatTensor [8, 2]]" in message  # (2)!
 assert [tuple(p.shape) for p in model.parameters() if p.numel() == 16] == [(2, 8)]
-print(message.replace(": [", ":\n[").replace(". ", ".\n"))
-# --8<-- [end:show]
 
-# What the message names (torch/csrc/autograd/saved_variable.cpp, SavedVariable::unpack): the
-# saved tensor's grad_fn as the backward pass finds it, minus "Backward0"
-# (torch/csrc/autograd/function.cpp, Node::forward_op_name). Here not an operation this code ran.
-assert "which is output 0 of AsStrided," in message
+assert "which is output 0 of AsStrided," in message  # (3)!
 assert "Addmm" not in message and "Linear" not in message and " of T," not in message
 
-# Why AsStrided: the graph saved the weight's transpose, a view of the weight. A view shares
-# its base's version counter, so the step's change to the weight reaches it, and autograd
-# rebuilds the grad_fn of a view whose base changed as AsStridedBackward0.
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
 weight = model[2].weight
-saved = model(x).grad_fn._saved_mat2  # what the last layer's addmm saved
+saved = model(x).grad_fn._saved_mat2  # (4)!
 assert saved._base is weight and saved.shape == (8, 2)
-assert type(saved.grad_fn).__name__ == "TBackward0"  # made by t() during the forward pass
+assert type(saved.grad_fn).__name__ == "TBackward0"
 before = weight._version
 with torch.no_grad():
-    weight.add_(1.0)  # what step() does to it
-assert saved._version == weight._version == before + 1  # a change to the base moves the view
+    weight.add_(1.0)
+assert saved._version == weight._version == before + 1  # (5)!
 assert type(saved.grad_fn).__name__ == "AsStridedBackward0"
 view = weight.t()
 with torch.no_grad():
-    view.mul_(1.0)  # and a change through a view moves the base
-assert weight._version == before + 2
+    view.mul_(1.0)
+assert weight._version == before + 2  # (6)!
 
 
 def message_of(backward):
@@ -69,22 +61,20 @@ def message_of(backward):
     raise AssertionError("the backward pass should have failed")
 
 
-# A tensor changed by add_() with grad mode on is named Add: the in-place operation becomes its
-# grad_fn. Changed under no_grad(), it keeps the name of the operation that produced it, Tanh.
 a = torch.randn(3, requires_grad=True)
 h = a.tanh()
-product = h * h  # saves h
+product = h * h
 h.add_(1.0)
-assert "which is output 0 of Add," in message_of(product.sum().backward)
+assert "which is output 0 of Add," in message_of(product.sum().backward)  # (7)!
 h = a.tanh()
 product = h * h
 with torch.no_grad():
     h.add_(1.0)
-assert "which is output 0 of Tanh," in message_of(product.sum().backward)
-# A leaf has no grad_fn, and the message names no node.
+assert "which is output 0 of Tanh," in message_of(product.sum().backward)  # (8)!
 w = torch.randn(3, requires_grad=True)
-square = w * w  # saves w itself
+square = w * w
 with torch.no_grad():
     w.add_(1.0)
 text = message_of(square.sum().backward)
-assert "[torch.FloatTensor [3]] is at version" in text and "which is output" not in text
+assert "[torch.FloatTensor [3]] is at version" in text and "which is output" not in text  # (9)!
+# --8<-- [end:proof]

@@ -1,15 +1,32 @@
+# --8<-- [start:lesson]
 import torch
 
 torch.manual_seed(0)
-
 cell = torch.nn.RNNCell(4, 8)
 optimizer = torch.optim.SGD(cell.parameters(), lr=0.1)
 h = torch.zeros(1, 8)
 
+for step in range(3):
+    x = torch.randn(1, 4)
+    h = cell(x, h)
+    loss = h.pow(2).mean()
+    optimizer.zero_grad()
+    try:
+        loss.backward(retain_graph=True)  # (1)!
+    except RuntimeError as error:
+        message = str(error)
+        print(f"step {step}:", message.split(":")[0])
+        break
+    print(f"step {step}: backward ok")
+    optimizer.step()  # (2)!
+# --8<-- [end:lesson]
 
-def weights_saved(x, h):
-    """The parameters this step's forward pass saves for backward (found in a probe run:
-    saved tensors that go through hooks skip the in-place check, so the real one has none)."""
+# --8<-- [start:proof]
+assert step == 2  # (1)!
+assert message.startswith("one of the variables needed for gradient computation has been modified")
+
+
+def weights_saved(x, h):  # (2)!
     packed = []
 
     def pack(t):
@@ -21,25 +38,23 @@ def weights_saved(x, h):
     return [n for n, p in cell.named_parameters() if p.untyped_storage().data_ptr() in packed]
 
 
+torch.manual_seed(0)
+cell = torch.nn.RNNCell(4, 8)
+optimizer = torch.optim.SGD(cell.parameters(), lr=0.1)
+h = torch.zeros(1, 8)
 saved = []
-for step in range(3):
+for replayed in range(3):
     x = torch.randn(1, 4)
     saved.append(weights_saved(x, h))
     h = cell(x, h)
-    loss = h.pow(2).mean()
     optimizer.zero_grad()
     try:
-        loss.backward(retain_graph=True)  # (1)!
+        h.pow(2).mean().backward(retain_graph=True)
     except RuntimeError as error:
-        message = str(error)
+        assert str(error) == message
+        failed_at = replayed
         break
-    print(f"step {step}: backward ok")
-    optimizer.step()  # (2)!
-else:
-    raise AssertionError("a backward should have failed")
-
-assert step == 2  # (3)!
-assert saved == [[], ["weight_hh"], ["weight_hh"]]
-assert message.startswith("one of the variables needed for gradient computation has been modified")
-print(f"step {step}:", message.split(":")[0])
-print("weights saved by the graphs of steps 0, 1, 2:", saved)
+    optimizer.step()
+assert failed_at == step
+assert saved == [[], ["weight_hh"], ["weight_hh"]]  # (3)!
+# --8<-- [end:proof]

@@ -1,19 +1,21 @@
+# --8<-- [start:lesson]
 import torch
 import torch.nn.functional as F
 
 torch.manual_seed(0)
-
 model = torch.nn.Linear(3, 1)
 x, y = torch.randn(8, 3), torch.randn(8, 1)
 
 losses = F.mse_loss(model(x), y, reduction="none")  # (1)!
+print("loss shape:", tuple(losses.shape))
 try:
     losses.backward()
 except RuntimeError as error:
     message = str(error)
-else:
-    raise AssertionError("backward should have failed")
+    print(message)
+# --8<-- [end:lesson]
 
+# --8<-- [start:proof]
 assert message == "grad can be implicitly created only for scalar outputs"
-print("loss shape:", tuple(losses.shape))
-print(message)
+assert losses.shape == (8, 1)
+# --8<-- [end:proof]

@@ -1,10 +1,37 @@
-import itertools
-
+# --8<-- [start:lesson]
 import torch
 
 
-def nodes_run_by(loss, **backward_kwargs):
-    """Run loss.backward() and count the graph nodes it actually executes."""
+def graph_size(loss):  # (1)!
+    seen, todo = set(), [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 8)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+running_mean, sizes = torch.zeros(8), []
+for _ in range(6):
+    features = model(torch.randn(16, 4))
+    running_mean = 0.9 * running_mean + 0.1 * features.mean(0)  # (2)!
+    loss = (features - running_mean).pow(2).mean()
+    optimizer.zero_grad()
+    sizes.append(graph_size(loss))
+    loss.backward(retain_graph=True)  # (3)!
+    optimizer.step()
+print("graph nodes each backward pass walks:", sizes)
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+import itertools
+
+
+def nodes_run_by(loss, **backward_kwargs):  # (1)!
     count = 0
 
     def one_more(grad_outputs):
@@ -12,7 +39,7 @@ def nodes_run_by(loss, **backward_kwargs):
         count += 1
 
     nodes, todo, handles = set(), [loss.grad_fn], []
-    while todo:  # walk the graph that this backward will traverse
+    while todo:
         node = todo.pop()
         if node is None or node in nodes:
             continue
@@ -32,9 +59,8 @@ def train(steps, retain_graph):
     running_mean = torch.zeros(8)
     counts = []
     for _ in range(steps):
-        x = torch.randn(16, 4)
-        features = model(x)
-        running_mean = 0.9 * running_mean + 0.1 * features.mean(0)  # (1)!
+        features = model(torch.randn(16, 4))
+        running_mean = 0.9 * running_mean + 0.1 * features.mean(0)
         loss = (features - running_mean).pow(2).mean()
         optimizer.zero_grad()
         counts.append(nodes_run_by(loss, retain_graph=retain_graph))
@@ -49,8 +75,7 @@ except RuntimeError as error:
 else:
     raise AssertionError("the second step should have failed")
 
-counts = train(6, retain_graph=True)  # (3)!
-print("nodes run by each backward:", counts)
-growth = [b - a for a, b in itertools.pairwise(counts)]
+assert train(6, retain_graph=True) == sizes  # (3)!
+growth = [b - a for a, b in itertools.pairwise(sizes)]
 assert len(set(growth)) == 1 and growth[0] > 0  # (4)!
-print("extra nodes per step:", growth[0])
+# --8<-- [end:proof]
