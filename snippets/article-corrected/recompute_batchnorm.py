@@ -55,7 +55,7 @@ assert reference[1].num_batches_tracked == 1
 assert run("plain")[1].num_batches_tracked == 2
 assert compare(run("plain"), reference) == (0.0, False)  # (3)!
 max_diff, same_buffers = compare(run("eval"), reference)
-assert max_diff > 0.1 and same_buffers  # (4)!
+assert max_diff > 0.1 and abs(max_diff - 0.21) < 0.005 and same_buffers  # (4)!
 assert compare(run("keep buffers"), reference) == (0.0, True)
 assert compare(net, reference) == (0.0, True)
 
