@@ -26,7 +26,7 @@ try:
     loss.backward()  # (2)!
 except RuntimeError as error:
     message = str(error)
-    print(message.split(". Hint")[0])
+    print(message.split(": [")[0])
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
