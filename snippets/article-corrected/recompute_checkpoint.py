@@ -25,4 +25,10 @@ nn.functional.cross_entropy(net(inputs), labels).backward()  # (1)!
 pairs = zip(net.parameters(), checkpointed, strict=True)
 assert all(torch.equal(p.grad, g) for p, g in pairs)
 assert len(calls) == 3
+
+calls.clear()
+loss = nn.functional.cross_entropy(checkpoint(net, inputs, use_reentrant=False), labels)
+assert len(calls) == 1
+loss.backward()  # (2)!
+assert len(calls) == 2
 # --8<-- [end:proof]
