@@ -1,78 +1,71 @@
+# --8<-- [start:lesson]
 import torch
-from torch.utils.checkpoint import checkpoint
+from torch import nn
 
 torch.manual_seed(0)
-net = torch.nn.Sequential(
-    torch.nn.Linear(10, 5), torch.nn.ReLU(), torch.nn.Dropout(p=0.5), torch.nn.Linear(5, 2)
-)
-criterion = torch.nn.CrossEntropyLoss()
-inputs = torch.randn(3, 10)
-labels = torch.LongTensor([1, 0, 1])
+net = nn.Sequential(nn.Linear(10, 5), nn.ReLU(), nn.Dropout(p=0.5), nn.Linear(5, 2))
+inputs, labels = torch.randn(3, 10), torch.LongTensor([1, 0, 1])
+masks = []
+net[2].register_forward_hook(lambda module, args, out: masks.append(out != 0))  # (1)!
 
-masks = []  # what Dropout let through on each forward pass, recorded by a hook
-net[2].register_forward_hook(lambda module, args, out: masks.append(out != 0))
+devices = [inputs.device] if inputs.device.type == "cuda" else []
+with torch.random.fork_rng(devices=devices):  # (2)!
+    loss = nn.functional.cross_entropy(net(inputs), labels)
+    loss.backward()
+loss = nn.functional.cross_entropy(net(inputs), labels)  # (3)!
+loss.backward()
+print("the recompute drew the same dropout mask:", torch.equal(masks[0], masks[1]))
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+assert len(masks) == 2 and torch.equal(masks[0], masks[1])
 
 
-def grad_of_first_layer():
+def first_layer_grad():
     grad = net[0].weight.grad.clone()
     net.zero_grad()
     return grad
 
 
-# Retain: both backward passes go through the one graph, with its one dropout mask.
-torch.manual_seed(1)
-loss = criterion(net(inputs), labels)
-loss.backward(retain_graph=True)
-loss.backward()
-retained, retained_mask = grad_of_first_layer(), masks[-1]
-
-# Recompute: the second forward pass draws a new dropout mask.
-torch.manual_seed(1)
-loss = criterion(net(inputs), labels)
-loss.backward()
-loss = criterion(net(inputs), labels)  # (1)!
-loss.backward()
-recomputed, new_mask = grad_of_first_layer(), masks[-1]
-
-# Recompute with the generators forked: the same mask again.
-torch.manual_seed(1)
-# --8<-- [start:fork]
-devices = [inputs.device] if inputs.device.type == "cuda" else []
-with torch.random.fork_rng(devices=devices):  # (2)!
-    loss = criterion(net(inputs), labels)
-    loss.backward()
-loss = criterion(net(inputs), labels)  # (3)!
-loss.backward()
-# --8<-- [end:fork]
-replayed = grad_of_first_layer()
-first_mask, replayed_mask = masks[-2], masks[-1]
+def run(how, seed=1):
+    torch.manual_seed(seed)
+    if how == "retain":  # (1)!
+        loss = nn.functional.cross_entropy(net(inputs), labels)
+        loss.backward(retain_graph=True)
+        loss.backward()
+    elif how == "recompute":  # (2)!
+        nn.functional.cross_entropy(net(inputs), labels).backward()
+        nn.functional.cross_entropy(net(inputs), labels).backward()
+    elif how == "fork":
+        with torch.random.fork_rng(devices=[]):
+            nn.functional.cross_entropy(net(inputs), labels).backward()
+        nn.functional.cross_entropy(net(inputs), labels).backward()
+    return first_layer_grad(), masks[-1]
 
 
-# torch.utils.checkpoint restores the state for its recompute (preserve_rng_state=True).
-def first_layer_grad(run_forward):
-    torch.manual_seed(2)
-    criterion(run_forward(), labels).backward()
-    return grad_of_first_layer()
-
-
-plain = first_layer_grad(lambda: net(inputs))
-checkpointed = first_layer_grad(lambda: checkpoint(net, inputs, use_reentrant=False))
-not_preserved = first_layer_grad(
-    lambda: checkpoint(net, inputs, use_reentrant=False, preserve_rng_state=False)
-)
-
+net.zero_grad()
+retained, retained_mask = run("retain")
+recomputed, new_mask = run("recompute")
+replayed, replayed_mask = run("fork")
 assert not torch.equal(retained_mask, new_mask)
 assert not torch.allclose(retained, recomputed)
-assert torch.equal(first_mask, retained_mask) and torch.equal(replayed_mask, retained_mask)
-assert torch.equal(retained, replayed)
+assert torch.equal(masks[-2], retained_mask) and torch.equal(replayed_mask, retained_mask)
+assert torch.equal(retained, replayed)  # (3)!
+
+
+def grad_with(run_forward):
+    torch.manual_seed(2)
+    nn.functional.cross_entropy(run_forward(), labels).backward()
+    return first_layer_grad()
+
+
+plain = grad_with(lambda: net(inputs))
+checkpointed = grad_with(lambda: checkpoint(net, inputs, use_reentrant=False))  # (4)!
+not_preserved = grad_with(
+    lambda: checkpoint(net, inputs, use_reentrant=False, preserve_rng_state=False)
+)
 assert torch.equal(plain, checkpointed)
 assert not torch.allclose(plain, not_preserved)
-
-rows = [
-    ("new dropout mask,", torch.allclose(retained, recomputed)),
-    ("RNG forked, same mask,", torch.equal(retained, replayed)),
-    ("checkpoint, default,", torch.equal(plain, checkpointed)),
-    ("checkpoint, preserve_rng_state=False,", torch.allclose(plain, not_preserved)),
-]
-for label, same in rows:
-    print(f"{label:<37} same gradient: {same}")
+# --8<-- [end:proof]

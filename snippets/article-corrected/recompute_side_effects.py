@@ -1,3 +1,4 @@
+# --8<-- [start:lesson]
 import torch
 
 
@@ -16,30 +17,27 @@ class Net(torch.nn.Module):
         return self.fc2(features)
 
 
-def run(recompute):
-    torch.manual_seed(0)
-    net = Net()
-    criterion = torch.nn.CrossEntropyLoss()
-    inputs = torch.randn(3, 10)
-    labels = torch.LongTensor([1, 0, 1])
+torch.manual_seed(0)
+net = Net()
+criterion = torch.nn.CrossEntropyLoss()
+inputs, labels = torch.randn(3, 10), torch.LongTensor([1, 0, 1])
 
-    loss = criterion(net(inputs), labels)
-    if recompute:
-        loss.backward()
-        loss = criterion(net(inputs), labels)
-        loss.backward()
-    else:
-        loss.backward(retain_graph=True)
-        loss.backward()
-    return net
+criterion(net(inputs), labels).backward()
+criterion(net(inputs), labels).backward()  # (3)!
+print("forward calls:", net.calls)
+print("feature bank entries:", len(net.feature_bank))
+# --8<-- [end:lesson]
 
+# --8<-- [start:proof]
+assert (net.calls, len(net.feature_bank)) == (2, 2)
+assert torch.equal(net.feature_bank[0], net.feature_bank[1])  # (1)!
 
-retained, recomputed = run(recompute=False), run(recompute=True)
-
-assert (retained.calls, recomputed.calls) == (1, 2)
-assert (len(retained.feature_bank), len(recomputed.feature_bank)) == (1, 2)
-assert torch.equal(recomputed.feature_bank[0], recomputed.feature_bank[1])  # a duplicate
-
-print("forward calls,       retain:", retained.calls, " recompute:", recomputed.calls)
-print("feature bank length, retain:", len(retained.feature_bank),
-      " recompute:", len(recomputed.feature_bank), "(the same batch twice)")
+torch.manual_seed(0)
+retained = Net()
+loss = criterion(retained(inputs), labels)
+loss.backward(retain_graph=True)  # (2)!
+loss.backward()
+assert (retained.calls, len(retained.feature_bank)) == (1, 1)
+pairs = zip(retained.parameters(), net.parameters(), strict=True)
+assert all(torch.equal(a.grad, b.grad) for a, b in pairs)
+# --8<-- [end:proof]

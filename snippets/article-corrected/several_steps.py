@@ -1,18 +1,15 @@
-from itertools import pairwise
-
+# --8<-- [start:lesson]
 import torch
 
 
-class Net(torch.nn.Module):  # the article's model, unchanged
+class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.fc1 = torch.nn.Linear(10, 5)
         self.fc2 = torch.nn.Linear(5, 2)
 
     def forward(self, x):
-        x = torch.relu(self.fc1(x))
-        x = self.fc2(x)
-        return x
+        return self.fc2(torch.relu(self.fc1(x)))
 
 
 torch.manual_seed(0)
@@ -22,36 +19,42 @@ optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
 inputs = torch.randn(3, 10)
 labels = torch.LongTensor([1, 0, 1])
 
-losses, graphs, weights = [], [], []
-for _ in range(5):  # the article's loop, unchanged: no retain_graph anywhere
+for i in range(5):
     optimizer.zero_grad()
-    outputs = net(inputs)  # (1)!
-    loss = criterion(outputs, labels)
+    loss = criterion(net(inputs), labels)  # (1)!
     loss.backward()  # (2)!
     optimizer.step()  # (3)!
-    losses.append(loss)
+    print(f"step {i}: loss {loss.item():.4f}")
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+lesson_last_loss = loss.item()
+torch.manual_seed(0)
+net = Net()
+optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+losses, graphs, weights = [], [], []
+for _ in range(5):
+    optimizer.zero_grad()
+    loss = criterion(net(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
     graphs.append(loss.grad_fn)
     weights.append(net.fc2.weight.detach().clone())
 
-# Five forward passes built five different graphs ...
-assert all(a is not b for i, a in enumerate(graphs) for b in graphs[i + 1 :])
-# ... each at different parameter values, and the loss went down every step.
-assert all(not torch.equal(a, b) for a, b in pairwise(weights))
-values = [round(loss.item(), 4) for loss in losses]
-assert values == sorted(values, reverse=True) and len(set(values)) == 5
+assert all(a is not b for i, a in enumerate(graphs) for b in graphs[i + 1 :])  # (1)!
+assert all(not torch.equal(a, b) for a, b in zip(weights[:-1], weights[1:], strict=True))
+assert all(a > b for a, b in zip(losses[:-1], losses[1:], strict=True))
+assert losses[-1] == lesson_last_loss
 
 
 def saved_tensors_freed(node):
     try:
-        _ = node._saved_self  # the log-probabilities NllLossBackward0 saved
+        _ = node._saved_self  # (2)!
     except RuntimeError:
         return True
     return False
 
 
-# ... and each backward freed its own graph's saved tensors: nothing is kept for later.
 assert all(saved_tensors_freed(graph) for graph in graphs)
-
-print("different graphs built:", len(graphs))
-print("loss at each step:", values)
-print("graphs whose saved tensors were freed:", sum(saved_tensors_freed(g) for g in graphs))
+# --8<-- [end:proof]

@@ -1,28 +1,58 @@
+# --8<-- [start:lesson]
 import torch
 
 
-class Net(torch.nn.Module):  # the article's model, unchanged
+class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.fc1 = torch.nn.Linear(10, 5)
         self.fc2 = torch.nn.Linear(5, 2)
 
     def forward(self, x):
-        x = torch.relu(self.fc1(x))
-        x = self.fc2(x)
-        return x
+        return self.fc2(torch.relu(self.fc1(x)))
 
 
 torch.manual_seed(0)
+net = Net()
+criterion = torch.nn.CrossEntropyLoss()
+optimizer = torch.optim.Adam(net.parameters(), lr=0.1, fused=True)
 inputs = torch.randn(3, 10)
 labels = torch.LongTensor([1, 0, 1])
-criterion = torch.nn.CrossEntropyLoss()
+
+loss = criterion(net(inputs), labels)
+loss.backward(retain_graph=True)
+first = net.fc1.weight.grad.clone()
+optimizer.step()  # (1)!
+optimizer.zero_grad()
+loss.backward()  # (2)!
+difference = (net.fc1.weight.grad - first).abs().max().item()
+print(f"no error; fc1.weight.grad differs from the first backward's by {difference:.2g}")
+# --8<-- [end:lesson]
 
 
+# --8<-- [start:proof]
 def gradients(net):
     net.zero_grad()
     criterion(net(inputs), labels).backward()
     return [p.grad.clone() for p in net.parameters()]
+
+
+def close(a, b):
+    return all(torch.allclose(x, y, rtol=1e-5, atol=1e-6) for x, y in zip(a, b, strict=True))
+
+
+def far(a, b):
+    return any((x - y).abs().max() > 1e-3 for x, y in zip(a, b, strict=True))
+
+
+lesson_second = [p.grad.clone() for p in net.parameters()]
+lesson_at_new = gradients(net)
+torch.manual_seed(0)
+lesson_at_old = gradients(Net())
+assert torch.equal(lesson_at_old[0], first)
+assert difference > 1e-3
+pairs = zip(lesson_second, lesson_at_old, lesson_at_new, strict=True)
+assert [far([x], [o]) and far([x], [n]) for x, o, n in pairs] == [True, True, False, False]
 
 
 def with_step(make_optimizer):
@@ -31,10 +61,10 @@ def with_step(make_optimizer):
         for p in net.parameters():
             p.grad = torch.randn_like(p)
         optimizer.step()
+
     return change
 
 
-# --8<-- [start:cases]
 def through_data(net):
     for p in net.parameters():
         p.data.add_(0.1 * torch.randn_like(p))  # (1)!
@@ -53,31 +83,22 @@ cases = {
     "p.data.add_()": through_data,
     "weights not saved": not_saved,
 }
-# --8<-- [end:cases]
-
-
-def close(a, b):
-    return all(torch.allclose(x, y, rtol=1e-5, atol=1e-6) for x, y in zip(a, b, strict=True))
-
-
-def far(a, b):
-    return any((x - y).abs().max() > 1e-3 for x, y in zip(a, b, strict=True))
 
 
 outcomes, matches_old, far_from_both = {}, {}, {}
 for name, change in cases.items():
     torch.manual_seed(1)
     net = Net()
-    at_old = gradients(net)  # reference: a new graph at the old parameters
+    at_old = gradients(net)
     loss = criterion(net(inputs), labels)
     loss.backward(retain_graph=True)
     versions = [p._version for p in net.parameters()]
     change(net)
     bumped = [p._version for p in net.parameters()] != versions
-    at_new = gradients(net)  # reference: a new graph at the new parameters
+    at_new = gradients(net)
     net.zero_grad()
     try:
-        loss.backward()  # the second backward pass through the retained graph
+        loss.backward()
     except RuntimeError as error:
         assert "modified by an inplace operation" in str(error)
         outcomes[name] = (bumped, "error")
@@ -88,27 +109,20 @@ for name, change in cases.items():
         far([x], [o]) and far([x], [n]) for x, o, n in zip(second, at_old, at_new, strict=True)
     ]
     if close(second, at_old) and far(second, at_new):
-        outcomes[name] = (bumped, "no error, old parameters")
+        outcomes[name] = (bumped, "old parameters")
     elif far(second, at_old) and far(second, at_new):
-        outcomes[name] = (bumped, "no error, a mix of old and new")
+        outcomes[name] = (bumped, "a mix of old and new")
     else:
         outcomes[name] = (bumped, "unclear")
 
-assert outcomes == {
+assert outcomes == {  # (4)!
     "SGD": (True, "error"),
     "Adam": (True, "error"),
-    "Adam, fused=True": (False, "no error, a mix of old and new"),
-    "p.data.add_()": (False, "no error, a mix of old and new"),
-    "weights not saved": (True, "no error, old parameters"),
+    "Adam, fused=True": (False, "a mix of old and new"),
+    "p.data.add_()": (False, "a mix of old and new"),
+    "weights not saved": (True, "old parameters"),
 }
-# The mix: fc2's gradients come from values saved before the change (relu's output,
-# the log-probabilities) and equal those at the old parameters; fc1's gradients pass
-# through the saved view of the new fc2.weight and match neither reference: each of them
-# is more than 1e-3 away from both (float32 rounding here is around 1e-7).
-# Order: fc1.weight, fc1.bias, fc2.weight, fc2.bias.
-for name in ("Adam, fused=True", "p.data.add_()"):
+for name in ("Adam, fused=True", "p.data.add_()"):  # (5)!
     assert matches_old[name] == [False, False, True, True]
     assert far_from_both[name] == [True, True, False, False]
-
-for name, (bumped, outcome) in outcomes.items():
-    print(f"{name + ':':<18} version bumped: {bumped!s:<5}  {outcome}")
+# --8<-- [end:proof]

@@ -1,16 +1,15 @@
+# --8<-- [start:lesson]
 import torch
 
 
-class Net(torch.nn.Module):  # the article's model, unchanged
+class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.fc1 = torch.nn.Linear(10, 5)
         self.fc2 = torch.nn.Linear(5, 2)
 
     def forward(self, x):
-        x = torch.relu(self.fc1(x))
-        x = self.fc2(x)
-        return x
+        return self.fc2(torch.relu(self.fc1(x)))
 
 
 torch.manual_seed(0)
@@ -21,72 +20,51 @@ inputs = torch.randn(3, 10)
 labels1 = torch.LongTensor([1, 0, 1])
 labels2 = torch.randn(3, 2)
 
+outputs = net(inputs)  # (1)!
+loss1, loss2 = criterion1(outputs, labels1), criterion2(outputs, labels2)
+(loss1 + loss2).backward()  # (2)!
+print("fc2.bias.grad:", net.fc2.bias.grad.numpy().round(4))
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+with_sum = [p.grad.clone() for p in net.parameters()]
+params = list(net.parameters())
+
 
 def losses():
-    outputs = net(inputs)  # ONE forward pass, two losses on its output
+    outputs = net(inputs)
     return criterion1(outputs, labels1), criterion2(outputs, labels2)
 
 
-def grads():
-    result = [p.grad.clone() for p in net.parameters()]
-    net.zero_grad()
-    return result
-
-
-# --8<-- [start:fails]
+net.zero_grad()
 loss1, loss2 = losses()
 loss1.backward()
 try:
-    loss2.backward()  # the graph's saved tensors are already freed
+    loss2.backward()  # (1)!
 except RuntimeError as error:
-    message = str(error)
+    assert str(error).startswith("Trying to backward through the graph a second time")
 else:
     raise AssertionError("the second backward should have failed")
-assert message.startswith("Trying to backward through the graph a second time")
+
 net.zero_grad()
-# --8<-- [end:fails]
-
-# --8<-- [start:retain]
 loss1, loss2 = losses()
-loss1.backward(retain_graph=True)  # keep them for the second backward
+loss1.backward(retain_graph=True)  # (2)!
 loss2.backward()
-with_retain = grads()
-# --8<-- [end:retain]
+with_retain = [p.grad.clone() for p in net.parameters()]
+pairs = zip(with_retain, with_sum, strict=True)
+assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in pairs)  # (3)!
 
-# --8<-- [start:sum]
-loss1, loss2 = losses()
-(loss1 + loss2).backward()  # one backward pass through the shared graph
-with_sum = grads()
-# --8<-- [end:sum]
-
-# torch.autograd.grad frees the graph the same way: every call but the last needs the flag.
-params = list(net.parameters())
 loss1, loss2 = losses()
 torch.autograd.grad(loss1, params)
 try:
-    torch.autograd.grad(loss2, params)
+    torch.autograd.grad(loss2, params)  # (4)!
 except RuntimeError as error:
     assert str(error).startswith("Trying to backward through the graph a second time")
 else:
     raise AssertionError("the second autograd.grad should have failed")
+
 loss1, loss2 = losses()
-separate = [
-    torch.autograd.grad(loss1, params, retain_graph=True),
-    torch.autograd.grad(loss2, params),
-]
-# Exactly: the same two gradients, added once, in .grad or here.
-assert all(
-    torch.equal(g1 + g2, total)
-    for g1, g2, total in zip(*separate, with_retain, strict=True)
-)
-
-# Within a tolerance, not exactly: the sum adds the two losses' gradients at the
-# output and multiplies through the layers once; two backward passes multiply
-# through each and add in .grad. Equal in exact arithmetic, not always in float32.
-pairs = list(zip(with_retain, with_sum, strict=True))
-same = all(torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in pairs)
-assert same
-
-print("without retain_graph:", message.split(" (")[0])
-print("retain_graph=True and (loss1 + loss2).backward() give the same gradients")
-print("  within rtol=1e-6, atol=1e-6 (torch.allclose):", same)
+g1 = torch.autograd.grad(loss1, params, retain_graph=True)
+g2 = torch.autograd.grad(loss2, params)
+assert all(torch.equal(a + b, t) for a, b, t in zip(g1, g2, with_retain, strict=True))  # (5)!
+# --8<-- [end:proof]
