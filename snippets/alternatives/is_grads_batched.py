@@ -66,6 +66,9 @@ fallbacks = {
 }
 assert "aten::tanh_backward" in fallbacks
 assert all("You are using the legacy vmap prototype" in str(w.message) for w in caught)
+assert all(
+    "for better operator coverage and performance improvements" in str(w.message) for w in caught
+)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     batched()
