@@ -1,26 +1,33 @@
+# --8<-- [start:lesson]
 import torch
 from torch import nn
 
 torch.manual_seed(0)
-
 encoder, decoder = nn.Linear(4, 8), nn.Linear(8, 4)
 x = torch.randn(16, 4)
-hidden = encoder(x).relu()  # an activation, not a leaf
+
+hidden = encoder(x).relu()  # (1)!
 loss = decoder(hidden).pow(2).mean()
-expected = torch.autograd.grad(loss, hidden, retain_graph=True)[0]  # the reference
-assert not hidden.is_leaf and not hidden.retains_grad
-
-loss.backward(inputs=[hidden], retain_graph=True)  # (1)!
-assert torch.equal(hidden.grad, expected)
+loss.backward(inputs=[hidden])  # (2)!
 params = [*encoder.parameters(), *decoder.parameters()]
-assert all(p.grad is None for p in params)  # (2)!
-assert hidden.retains_grad  # (3)!
+print("hidden.grad norm:", round(hidden.grad.norm().item(), 4))
+print("parameters given a gradient:", sum(p.grad is not None for p in params))
+print("hidden.retains_grad:", hidden.retains_grad)  # (3)!
+# --8<-- [end:lesson]
 
+# --8<-- [start:proof]
+fresh = encoder(x).relu()
+(expected,) = torch.autograd.grad(decoder(fresh).pow(2).mean(), fresh)
+assert torch.equal(hidden.grad, expected)  # (1)!
+assert all(p.grad is None for p in params)
+
+hidden = encoder(x).relu()
+loss = decoder(hidden).pow(2).mean()
+assert not hidden.is_leaf and not hidden.retains_grad
+loss.backward(inputs=[hidden], retain_graph=True)
+assert hidden.retains_grad  # (2)!
 first = hidden.grad.clone()
-loss.backward()  # a later, plain backward pass
-assert torch.equal(hidden.grad, first + expected)  # (4)!
+loss.backward()
+assert torch.equal(hidden.grad, first + expected)  # (3)!
 assert all(p.grad is not None for p in params)
-
-print("hidden.grad equals autograd.grad:", torch.equal(first, expected))
-print("hidden.retains_grad afterwards: ", hidden.retains_grad)
-print("later backward() added to it:   ", torch.equal(hidden.grad, first + expected))
+# --8<-- [end:proof]

@@ -1,6 +1,4 @@
-# --8<-- [start:shown]
-import inspect
-
+# --8<-- [start:lesson]
 import torch
 from torch.func import grad, vjp
 
@@ -14,53 +12,47 @@ def f(x):
 x = torch.randn(3)
 u, v = torch.randn(3), torch.randn(3)
 
-# With retain_graph: one graph, two backward passes with different output weights.
+y, vjp_fn = vjp(f, x)  # (1)!
+(ju,) = vjp_fn(u)  # (2)!
+(jv,) = vjp_fn(v)
+(ju_last,) = vjp_fn(u, retain_graph=False)  # (3)!
+print("vjp_fn(u):", *(f"{value:.4g}" for value in ju.tolist()))
+print("vjp_fn(v):", *(f"{value:.4g}" for value in jv.tolist()))
+
+df = grad(lambda t: f(t).sum())  # (4)!
+print("grad(f)(x):", *(f"{value:.4g}" for value in df(x).tolist()))
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+import inspect
+import weakref
+
 xr = x.clone().requires_grad_()
-y = f(xr)
-(ju,) = torch.autograd.grad(y, xr, grad_outputs=u, retain_graph=True)
-(jv,) = torch.autograd.grad(y, xr, grad_outputs=v)
+y_ref = f(xr)
+(ju_ref,) = torch.autograd.grad(y_ref, xr, grad_outputs=u, retain_graph=True)  # (1)!
+(jv_ref,) = torch.autograd.grad(y_ref, xr, grad_outputs=v)
+assert torch.allclose(ju, ju_ref) and torch.allclose(jv, jv_ref)
+assert torch.equal(ju, ju_last) and torch.equal(y, y_ref.detach())
 
-# torch.func.vjp: one forward, and a vjp_fn you may call as often as you like.
-y_func, vjp_fn = vjp(f, x)  # (1)!
-(ju_func,) = vjp_fn(u)
-(jv_func,) = vjp_fn(v)
-(ju_again,) = vjp_fn(u)
-same = torch.allclose(ju, ju_func) and torch.allclose(jv, jv_func)
-assert same and torch.equal(ju_func, ju_again) and torch.equal(y_func, y.detach())
-print("vjp_fn(u), vjp_fn(v), vjp_fn(u) match autograd:", same)
-
-default = inspect.signature(vjp_fn).parameters["retain_graph"].default
-assert default is True  # (2)!
-print("vjp_fn's own retain_graph defaults to:", default)
-vjp_fn(v, retain_graph=False)  # (3)!
 try:
-    vjp_fn(u)
+    vjp_fn(v)  # (2)!
 except RuntimeError as error:
     assert str(error).startswith("Trying to backward through the graph a second time")
-    print("after vjp_fn(v, retain_graph=False): the graph is freed")
 else:
     raise AssertionError("the graph should have been freed")
+_, vjp_fn = vjp(f, x)
+assert inspect.signature(vjp_fn).parameters["retain_graph"].default is True  # (3)!
 
-# torch.func.grad: the gradient as a function; no .grad, no graph left behind.
-df = grad(lambda t: f(t).sum())  # (4)!
 xg = x.clone().requires_grad_()
 f(xg).sum().backward()
-assert torch.allclose(df(x), xg.grad)
-print("grad(f)(x) == x.grad after backward:", torch.allclose(df(x), xg.grad))
-
+assert torch.allclose(df(x), xg.grad)  # (4)!
 try:
-    grad(lambda t: t.exp())(x)  # a function that returns a vector
+    grad(lambda t: t.exp())(x)
 except RuntimeError as error:
     message = str(error)
 else:
     raise AssertionError("grad() should refuse a non-scalar output")
 assert "Expected f(*args) to return a scalar Tensor, got tensor with 1 dims" in message
-print("grad() of a vector-valued f:", message.split(": ", 1)[1].split(". ")[0] + ".")
-# --8<-- [end:shown]
-
-# The graph lives as long as vjp_fn. Watch, through a weak reference, a tensor that the graph
-# saved: the multiplication keeps both of its factors for its backward pass.
-import weakref
 
 watched = []
 
@@ -70,15 +62,15 @@ def watch(t):
     return t
 
 
-_, vjp_fn = vjp(lambda t: watch(t.exp()) * t.sin(), x)
+_, vjp_fn = vjp(lambda t: watch(t.exp()) * t.sin(), x)  # (5)!
 vjp_fn(u)
 vjp_fn(v)
-assert watched[-1]() is not None  # still saved after two calls: vjp_fn holds the graph
+assert watched[-1]() is not None
 del vjp_fn
-assert watched[-1]() is None  # dropping vjp_fn frees it
+assert watched[-1]() is None
 _, vjp_fn = vjp(lambda t: watch(t.exp()) * t.sin(), x)
 vjp_fn(u, retain_graph=False)
-assert watched[-1]() is None  # freed by the last call while vjp_fn still exists
-_, vjp_fn = vjp(lambda t: watch(t.exp()) + t.sin(), x)
-assert watched[-1]() is None  # control: an addition saves nothing, so nothing keeps it alive
-print("a tensor the graph saved lives as long as vjp_fn:", True)
+assert watched[-1]() is None
+_, vjp_fn = vjp(lambda t: watch(t.exp()) + t.sin(), x)  # (6)!
+assert watched[-1]() is None
+# --8<-- [end:proof]

@@ -1,3 +1,4 @@
+# --8<-- [start:lesson]
 import torch
 from torch.func import jacrev, vjp, vmap
 
@@ -5,12 +6,20 @@ torch.manual_seed(0)
 
 
 def f(x):
-    return (x.unsqueeze(0) * torch.arange(1.0, 5.0).unsqueeze(1)).sin().sum(dim=1)  # R^3 -> R^4
+    return (x.unsqueeze(0) * torch.arange(1.0, 5.0).unsqueeze(1)).sin().sum(dim=1)  # (1)!
 
 
 x = torch.randn(3)
 
-# With retain_graph: the Jacobian one row at a time, one backward pass per output.
+jac = jacrev(f)(x)  # (2)!
+_, vjp_fn = vjp(f, x)
+(jac_vmap,) = vmap(vjp_fn)(torch.eye(4))  # (3)!
+print("Jacobian, shape", tuple(jac.shape))
+for row in jac.tolist():
+    print(*(f"{value:8.4g}" for value in row))
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
 xr = x.clone().requires_grad_()
 y = f(xr)
 rows = []
@@ -20,12 +29,5 @@ for i in range(y.numel()):
     rows.append(row)
 jac_loop = torch.stack(rows)
 
-jac = jacrev(f)(x)  # (2)!
-
-_, vjp_fn = vjp(f, x)
-(jac_vmap,) = vmap(vjp_fn)(torch.eye(4))  # (3)!
-
-assert torch.allclose(jac, jac_loop) and torch.allclose(jac_vmap, jac_loop)
-print("Jacobian shape:", tuple(jac.shape))
-print("jacrev == row-by-row loop:   ", torch.allclose(jac, jac_loop))
-print("vmap(vjp_fn) == row-by-row loop:", torch.allclose(jac_vmap, jac_loop))
+assert torch.allclose(jac, jac_loop) and torch.allclose(jac_vmap, jac_loop)  # (2)!
+# --8<-- [end:proof]

@@ -1,49 +1,53 @@
-import gc
-import inspect
+# --8<-- [start:lesson]
 import warnings
-import weakref
 
 import torch
 
 torch.manual_seed(0)
+w = torch.randn(3, requires_grad=True)
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    (g,) = torch.autograd.grad((w**3).sum(), w, create_graph=True)  # (1)!
+    print("torch.autograd.grad(create_graph=True):", len(caught), "warnings")
+    (w**3).sum().backward(create_graph=True)  # (2)!
+    print("backward(create_graph=True):", len(caught), "warning")
+message = str(caught[0].message).split(" (Triggered")[0]
+print(caught[0].category.__name__ + ":", message.replace(". ", ".\n  "))
+w.grad = None  # (3)!
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+import gc
+import inspect
+import weakref
+
+assert len(caught) == 1 and caught[0].category is UserWarning
+assert message.startswith("Using backward() with create_graph=True will create a reference cycle")
+assert "make sure to reset the .grad fields of your parameters to None" in message
 
 
-def train_step(how):
+def parameter_leaks(how):
     w = torch.randn(3, requires_grad=True)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         loss = (w**3).sum()
         if how == "autograd.grad":
-            (g,) = torch.autograd.grad(loss, w, create_graph=True)  # (1)!
+            (g,) = torch.autograd.grad(loss, w, create_graph=True)
             del g
         else:
-            loss.backward(create_graph=True)  # (2)!
+            loss.backward(create_graph=True)
             if how == "backward, then .grad = None":
-                w.grad = None  # (3)!
+                w.grad = None
     alive = weakref.ref(w)
     del w, loss
     gc.collect()
-    return caught, alive() is not None
+    return alive() is not None
 
 
-caught, leaked = train_step("backward")
-assert len(caught) == 1 and caught[0].category is UserWarning
-message = str(caught[0].message)
-assert message.startswith(
-    "Using backward() with create_graph=True will create a reference cycle"
-)
-assert "make sure to reset the .grad fields of your parameters to None" in message
-print("UserWarning:", message.split(" (Triggered")[0].replace(". ", ".\n  "))
-print()
+assert parameter_leaks("backward")  # (1)!
+assert not parameter_leaks("backward, then .grad = None")  # (2)!
+assert not parameter_leaks("autograd.grad")  # (3)!
 
-assert leaked  # even gc.collect() cannot free it: the cycle runs through C++ objects
-print("backward(create_graph=True):  parameter still alive after del + gc:", leaked)
-
-for how in ("backward, then .grad = None", "autograd.grad"):
-    caught, leaked = train_step(how)
-    assert not leaked
-    print(f"{how + ':':29} parameter still alive after del + gc:", leaked)
-assert not caught  # the last run, torch.autograd.grad, gave no warning
-
-# optimizer.zero_grad() sets .grad to None by default, which also breaks the cycle.
-assert inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default
+assert inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default  # (4)!
+# --8<-- [end:proof]

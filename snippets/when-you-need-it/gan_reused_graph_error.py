@@ -1,15 +1,15 @@
+# --8<-- [start:lesson]
 import torch
 from torch import nn
 
 torch.manual_seed(0)
-
 G = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
 D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
 opt_D = torch.optim.Adam(D.parameters(), lr=1e-3)
 bce = nn.BCEWithLogitsLoss()
 ones, zeros = torch.ones(16, 1), torch.zeros(16, 1)
-
 real, z = torch.randn(16, 2) + 3.0, torch.randn(16, 2)
+
 d_fake = D(G(z))  # (1)!
 d_loss = bce(D(real), ones) + bce(d_fake, zeros)
 opt_D.zero_grad()
@@ -21,12 +21,19 @@ try:
     g_loss.backward()
 except RuntimeError as error:
     message = str(error)
-else:
-    raise AssertionError("reusing d_fake after opt_D.step() should fail")
+    print(message.split(" Hint:")[0].replace(": [", ":\n[").replace(", is at", ",\nis at"))
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
 assert message.startswith(
     "one of the variables needed for gradient computation has been modified by an inplace operation"
 )
-# The stale tensor is the transposed weight of D's last Linear, shape (1, 8) -> [8, 1].
-assert tuple(D[2].weight.shape) == (1, 8) and "[torch.FloatTensor [8, 1]]" in message
+assert tuple(D[2].weight.shape) == (1, 8) and "[torch.FloatTensor [8, 1]]" in message  # (1)!
 assert "is at version" in message and "expected version" in message
-print(message.split(" Hint:")[0].replace(": [", ":\n[").replace(", is at", ",\nis at"))
+
+d_fake = D(G(z))
+d_loss = bce(D(real), ones) + bce(d_fake, zeros)
+opt_D.zero_grad()
+d_loss.backward(retain_graph=True)
+bce(d_fake, ones).backward()  # (2)!
+# --8<-- [end:proof]

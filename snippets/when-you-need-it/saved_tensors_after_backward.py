@@ -1,25 +1,33 @@
+# --8<-- [start:lesson]
 import torch
 
 torch.manual_seed(0)
-
 x = torch.randn(3, requires_grad=True)
-y = x.exp()  # ExpBackward0 saves its result
-z = y.pow(2)  # PowBackward0 saves its input and the exponent
+y = x.exp()  # (1)!
+z = y.pow(2)
 print("saved by pow():", sorted(n for n in dir(z.grad_fn) if n.startswith("_saved_")))
 
-z.sum().backward(retain_graph=True)  # (1)!
-assert torch.equal(z.grad_fn._saved_self, y)  # (2)!
-assert torch.equal(y.grad_fn._saved_result, y)
-print("after backward(retain_graph=True):", z.grad_fn._saved_self.detach().round(decimals=4))
+z.sum().backward(retain_graph=True)  # (2)!
+saved = z.grad_fn._saved_self  # (3)!
+print("pow() saved its input:", *(f"{v:.4g}" for v in saved.tolist()))
+z.sum().backward()  # (4)!
+print("after a plain backward, the exponent:", z.grad_fn._saved_exponent)  # (5)!
+# --8<-- [end:lesson]
 
-z.sum().backward()  # (3)!
+# --8<-- [start:proof]
+assert torch.equal(saved, y)  # (1)!
 try:
-    print(z.grad_fn._saved_self)
+    _ = z.grad_fn._saved_self  # (2)!
 except RuntimeError as error:
     message = str(error)
 else:
     raise AssertionError("the saved tensor should have been freed")
 assert "after they have already been freed" in message
-assert z.grad_fn._saved_exponent == 2  # (4)!
-print("after a plain backward:", message.split(". ")[0] + ".")
-print("plain numbers are kept:", z.grad_fn._saved_exponent)
+assert z.grad_fn._saved_exponent == 2
+
+y2 = x.exp()
+z2 = y2.pow(2)
+z2.sum().backward(retain_graph=True)
+assert torch.equal(z2.grad_fn._saved_self, y2)  # (3)!
+assert torch.equal(y2.grad_fn._saved_result, y2)
+# --8<-- [end:proof]
