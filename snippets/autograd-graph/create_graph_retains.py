@@ -1,9 +1,9 @@
+# --8<-- [start:lesson]
 import warnings
 
 import torch
 
 torch.manual_seed(0)
-
 w = torch.randn(3, requires_grad=True)
 loss = w.exp().sum()
 
@@ -14,10 +14,22 @@ first = w.grad.detach().clone()
 w.grad = None  # (2)!
 
 loss.backward()  # (3)!
-assert torch.allclose(w.grad, first)
+print("second backward ran; w.grad =", [round(g, 3) for g in w.grad.tolist()])
+print("warning:", str(caught[0].message).split(".")[0] + ".")
+# --8<-- [end:lesson]
 
+# --8<-- [start:proof]
+assert torch.allclose(w.grad, first)
+assert torch.allclose(first, w.exp().detach())  # (1)!
 assert len(caught) == 1 and issubclass(caught[0].category, UserWarning)
 assert "reference cycle" in str(caught[0].message)
 assert "reset the .grad fields of your parameters to None" in str(caught[0].message)
-print("second backward ran; w.grad =", w.grad.round(decimals=4))
-print("warning:", str(caught[0].message).split(".")[0] + ".")
+probe = w.exp().sum()
+probe.backward()
+try:
+    probe.backward()  # (2)!
+except RuntimeError as error:
+    assert str(error).startswith("Trying to backward through the graph a second time")
+else:
+    raise AssertionError("without create_graph=True, the first backward frees the graph")
+# --8<-- [end:proof]

@@ -1,7 +1,7 @@
+# --8<-- [start:lesson]
 import torch
 
 torch.manual_seed(0)
-
 x = torch.randn(8, 3)
 w = torch.randn(3, requires_grad=True)
 
@@ -11,14 +11,23 @@ def loss_fn():
 
 
 one = torch.autograd.grad(loss_fn(), w)[0]  # (1)!
-
 for step in range(1, 4):
     loss_fn().backward()  # (2)!
-    assert torch.allclose(w.grad, step * one)
-    calls = "call " if step == 1 else "calls"
-    print(f"after {step} backward {calls}: w.grad / one gradient = {(w.grad / one).round()}")
+    print(f"step {step}: w.grad / one gradient =", (w.grad / one).round())
 
 w.grad = None  # (3)!
 loss_fn().backward()
+print("w.grad = None, then one step:", (w.grad / one).round())
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
 assert torch.allclose(w.grad, one)
-print("after w.grad = None and one more backward:", (w.grad / one).round())
+w.grad = None
+for step in range(1, 4):
+    loss_fn().backward()
+    assert torch.allclose(w.grad, step * one)  # (1)!
+w.grad = None
+loss_fn().backward()
+assert torch.allclose(w.grad, one)
+assert torch.allclose(one, ((1 - (x @ w).tanh() ** 2)[:, None] * x).sum(0).detach())  # (2)!
+# --8<-- [end:proof]

@@ -1,10 +1,9 @@
+# --8<-- [start:lesson]
 import torch
 
 torch.manual_seed(0)
 layer1, layer2 = torch.nn.Linear(3, 4), torch.nn.Linear(4, 1)
 x = torch.randn(8, 3)
-
-# --8<-- [start:removed]
 calls = {"tensor hook": 0, "module hook": 0}
 
 
@@ -24,6 +23,11 @@ tensor_handle.remove()
 module_handle.remove()  # (1)!
 loss.backward()
 print("hooks removed between the passes, calls:", calls)
-# --8<-- [end:removed]
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
 assert calls == {"tensor hook": 1, "module hook": 2}
-assert module_handle.id not in layer2._backward_hooks  # the handle is really gone
+assert module_handle.id not in layer2._backward_hooks  # (1)!
+layer2(layer1(x).tanh()).pow(2).mean().backward()
+assert calls == {"tensor hook": 1, "module hook": 2}  # (2)!
+# --8<-- [end:proof]

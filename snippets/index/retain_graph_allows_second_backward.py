@@ -1,28 +1,38 @@
+# --8<-- [start:lesson]
 import torch
 
 torch.manual_seed(0)
-
 w = torch.randn(3, requires_grad=True)
 x = torch.randn(3)
+
 loss = (w * x).exp().sum()
-exp_node = loss.grad_fn.next_functions[0][0]  # ExpBackward0, which saved exp()'s result
+loss.backward(retain_graph=True)  # (1)!
+first = w.grad.clone()
+loss.backward()  # (2)!
+print("w.grad after one backward: ", [round(g, 2) for g in first.tolist()])
+print("w.grad after two backwards:", [round(g, 2) for g in w.grad.tolist()])  # (3)!
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+(reference,) = torch.autograd.grad((w * x).exp().sum(), w)
+assert torch.allclose(first, reference, rtol=1e-6, atol=1e-7)  # (1)!
+assert torch.allclose(w.grad, 2 * first)
 
 
-def saved_result_freed():
+def freed(node):
     try:
-        _ = exp_node._saved_result
+        _ = node._saved_result
     except RuntimeError:
         return True
     return False
 
 
-loss.backward(retain_graph=True)  # (1)!
-first = w.grad.clone()
-assert not saved_result_freed()
+assert freed(loss.grad_fn.next_functions[0][0])
 
-loss.backward()  # (2)!
-assert saved_result_freed()
-
-assert torch.allclose(w.grad, 2 * first)  # (3)!
-print("after one backward: ", first)
-print("after two backwards:", w.grad)
+probe = (w * x).exp().sum()
+exp_node = probe.grad_fn.next_functions[0][0]
+probe.backward(retain_graph=True)
+assert not freed(exp_node)  # (2)!
+probe.backward()
+assert freed(exp_node)
+# --8<-- [end:proof]
