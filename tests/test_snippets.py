@@ -93,9 +93,9 @@ def test_pages_name_the_torch_that_ran_the_snippets(request):
     if every snippet passed (``conftest.pytest_sessionfinish``).
     """
     version = running_torch_version()
-    assert version == verified.running_torch()  # the torch the end of the run would record
     if request.config.getoption("--update-snippets") or request.config.getoption(
         "--record-verified"
     ):
+        assert version == verified.running_torch()  # the torch the end of the run records
         return
     assert version in verified.versions(), verified.not_verified_message(version)
