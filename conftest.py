@@ -29,6 +29,12 @@ def pytest_addoption(parser):
         help="rewrite snippets/*.out and snippets/verified_with.json from real runs",
     )
     parser.addoption(
+        "--record-verified",
+        action="store_true",
+        help="if every snippet passes, add the running torch (and today's date) to "
+        "snippets/verified_with.json, the versions every page names",
+    )
+    parser.addoption(
         "--cpu-variants",
         action="store_true",
         help="also rerun every snippet on other kernel paths and thread counts (slow)",
@@ -99,6 +105,63 @@ def pytest_testnodedown(node, error):
     node.config.stash[_NOT_RUN] = max(node.config.stash.get(_NOT_RUN, 0), not_run)
 
 
+# --- snippets/verified_with.json: recorded by the run that verified it (tests/verified.py) ---
+# The controller (pytest-xdist's, or the only process) sees every test report. At the end of
+# a run with --record-verified in which every snippet test passed it adds the running torch;
+# a run that passed only some of them records nothing and fails. --update-snippets records
+# the same way; one that changed a stored output drops the other versions (they never
+# produced it), and one that ran only some snippets records nothing new.
+_RECORD: dict = {}  # controller only: "passed" (snippet test ids), "outputs", "message"
+
+
+def _records(config) -> bool:
+    return not hasattr(config, "workerinput") and (
+        config.getoption("--record-verified") or config.getoption("--update-snippets")
+    )
+
+
+def pytest_sessionstart(session):
+    if _records(session.config):
+        import verified
+
+        _RECORD.update(passed=set(), outputs=verified.outputs_digest())
+
+
+def pytest_runtest_logreport(report):
+    if "passed" in _RECORD and report.when == "call" and report.passed:
+        if "test_snippets.py::test_snippet[" in report.nodeid:
+            _RECORD["passed"].add(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if "passed" not in _RECORD:
+        return
+    import snippetcheck
+    import verified
+
+    passed, expected = len(_RECORD["passed"]), len(snippetcheck.discover())
+    version = verified.running_torch()
+    unchanged = verified.outputs_digest() == _RECORD["outputs"]
+    if exitstatus == 0 and passed == expected:
+        names = verified.record(version, keep_others=unchanged)
+        _RECORD["message"] = f"recorded torch {version}: snippets/verified_with.json names " + (
+            ", ".join(e["torch"] for e in names)
+        )
+        return
+    if not unchanged:  # a subset's outputs changed: only the running torch produced them
+        keep = [e for e in verified.entries() if e["torch"] == version]
+        verified.MANIFEST.write_text(
+            json.dumps({"verified": keep}, indent=2) + "\n", encoding="utf-8"
+        )
+    _RECORD["message"] = (
+        f"NOT RECORDED: {passed} of {expected} snippet tests passed"
+        + ("" if unchanged else f"; outputs changed, so only {version} stays, if it was there")
+        + "; run them all: python -m pytest tests/test_snippets.py --record-verified"
+    )
+    if session.config.getoption("--record-verified"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """End every run with one line per check that did not run, and how to run it.
 
@@ -110,6 +173,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         reason = reason.removeprefix("Skipped: ")
         reasons[reason] = reasons.get(reason, 0) + 1
+    if "message" in _RECORD:
+        terminalreporter.section("snippets/verified_with.json")
+        terminalreporter.write_line(_RECORD["message"])
     not_run = config.stash.get(_NOT_RUN, 0)
     if not reasons and not not_run:
         return

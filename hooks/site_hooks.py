@@ -1,9 +1,9 @@
 """MkDocs hooks for the site.
 
-Every page says which torch its code was verified with. The version comes from
-``snippets/verified_with.json``, which the snippet tests write when they regenerate the
-outputs and check against the running torch on every test run, so the page never shows
-a version that did not run the code.
+Every page names each torch its code was verified with. The versions come from
+``snippets/verified_with.json``, which only a test run writes: one in which every snippet
+passed with that torch (``--record-verified`` or ``--update-snippets``, see
+``tests/verified.py``); every test run fails if its own torch is not in it.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "snippets" / "verified_with.json"
 
 
-def verified_torch_version() -> str:
+def verified_torch_versions() -> list[str]:
     data = json.loads(MANIFEST.read_text(encoding="utf-8"))
-    return data["torch"]
+    return [entry["torch"] for entry in data["verified"]]
 
 
 def on_config(config):
-    """Expose the version to ``overrides/main.html``, which prints it on every page."""
-    config.extra["verified_torch"] = verified_torch_version()
+    """Expose the versions to ``overrides/main.html``, which names them on every page."""
+    config.extra["verified_torch"] = verified_torch_versions()
     return config
 
 

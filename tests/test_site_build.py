@@ -55,12 +55,16 @@ def test_no_page_loads_anything_from_a_third_party_host(built_site):
 
 
 def test_every_page_names_the_torch_that_ran_its_code(built_site):
+    """Each page's stamp names exactly the versions in snippets/verified_with.json, in order."""
     manifest = json.loads((mdfences.ROOT / "snippets" / "verified_with.json").read_text())
+    versions = [entry["torch"] for entry in manifest["verified"]]
+    assert versions
     for page in built_pages(built_site.path):
         if page.name == "404.html":
             continue
-        html = page.read_text(encoding="utf-8")
-        assert f"PyTorch <code>{manifest['torch']}</code>" in html, page
+        stamp = re.findall(r'<p class="verified-with">(.*?)</p>', page.read_text("utf-8"), re.S)
+        assert len(stamp) == 1, page
+        assert re.findall(r"<code>([^<]*)</code>", stamp[0]) == versions, page
 
 
 def test_chinese_search_index_holds_only_chinese_pages(built_site):

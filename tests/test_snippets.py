@@ -6,15 +6,14 @@ Regenerate stored outputs after a deliberate change with ``pytest --update-snipp
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
 import snippetcheck
+import verified
 
 SNIPPETS = snippetcheck.discover()
-MANIFEST = snippetcheck.SNIPPETS_DIR / "verified_with.json"
 
 
 def test_there_are_snippets():
@@ -87,13 +86,16 @@ def running_torch_version() -> str:
     return run.stdout.strip()
 
 
-def test_pages_name_the_torch_that_ran_the_snippets(update_snippets):
-    """The version every page shows is the torch these tests run the snippets with."""
+def test_pages_name_the_torch_that_ran_the_snippets(request):
+    """The running torch is one of those that verified the snippets, which every page names.
+
+    With ``--record-verified`` or ``--update-snippets`` the run records it instead, at its end,
+    if every snippet passed (``conftest.pytest_sessionfinish``).
+    """
     version = running_torch_version()
-    if update_snippets:
-        MANIFEST.write_text(json.dumps({"torch": version}, indent=2) + "\n", encoding="utf-8")
-    recorded = json.loads(MANIFEST.read_text(encoding="utf-8"))["torch"]
-    assert recorded == version, (
-        f"snippets/verified_with.json says torch {recorded}, but the snippets ran with "
-        f"{version}: run pytest --update-snippets and review the changed outputs"
-    )
+    if request.config.getoption("--update-snippets") or request.config.getoption(
+        "--record-verified"
+    ):
+        assert version == verified.running_torch()  # the torch the end of the run records
+        return
+    assert version in verified.versions(), verified.not_verified_message(version)
