@@ -148,7 +148,8 @@ def _check_script(path: str):
         raise BadInput(f"{path}: cannot read it ({exc.strerror or exc})") from None
     looks_python = path.endswith((".py", ".pyw"))
     try:
-        return compile(source, path, "exec", dont_inherit=True)
+        # As python does: the code's file name (tracebacks, __file__) is absolute.
+        return compile(source, os.path.join(os.getcwd(), path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         if b"\x00" in source:
             raise BadInput(f"{path}: not a Python script (it is a binary file)") from None
@@ -165,6 +166,19 @@ def _check_module(name: str) -> None:
         runpy._get_module_details(name)
     except ImportError as exc:
         raise BadInput(f"-m {name}: {exc}") from None
+
+
+def _check_json_path(path: str) -> None:
+    """Create the folder of ``--json=PATH`` now, so that a bad path fails before the run."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--json={path}: cannot create {folder} ({exc.strerror or exc})") from None
+    if os.path.isdir(path):
+        raise BadInput(f"--json={path}: is a directory")
+    if not os.access(folder, os.W_OK):
+        raise BadInput(f"--json={path}: cannot write to {folder}")
 
 
 def _script_traceback(exc: BaseException) -> None:
@@ -219,18 +233,44 @@ def _status_of(exc: BaseException) -> int:
     return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 1
 
 
-def _run_program(opts: Options) -> tuple[object, int, BaseException | None]:
-    """Run the program under the audit: (report, exit status, what stopped it or None)."""
+def _main_module(path: str):
+    """A fresh ``__main__`` module for a script, with the attributes python gives it."""
+    import builtins
+    import importlib.machinery
+    import types
+
+    module = types.ModuleType("__main__")
+    module.__dict__.update(
+        __file__=path,
+        __cached__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+        __package__=None,
+        __spec__=None,
+        __builtins__=builtins,
+    )
+    return module
+
+
+def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:
+    """Run the program under the audit: (report, exit status, what stopped it or None).
+
+    A script runs in its own ``__main__`` module, which stays in ``sys.modules`` until its
+    threads and ``atexit`` handlers are done (``runpy.run_path`` would also set
+    ``sys.argv[0]`` to the absolute path, which python does not).
+    """
     from ._audit import audit
 
     status, stopped = 0, None
+    saved_main = sys.modules.get("__main__")
     try:
         with audit() as report:
             try:
                 if opts.module is not None:
                     runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
                 else:
-                    runpy.run_path(opts.script, run_name="__main__")
+                    module = _main_module(code.co_filename)
+                    sys.modules["__main__"] = module
+                    exec(code, module.__dict__)
             except BaseException as exc:  # noqa: B036 (the program's own end, whatever it is)
                 status = _status_of(exc)
                 if status != 0:
@@ -247,6 +287,9 @@ def _run_program(opts: Options) -> tuple[object, int, BaseException | None]:
     except BaseException as exc:  # noqa: B036
         if exc is not stopped:
             raise
+    finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
     return report, status, stopped
 
 
@@ -283,8 +326,10 @@ def _write_whole(fd: int, text: str) -> None:
         import fcntl
         import tempfile
 
-        run_id = os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("MASTER_PORT", "")
-        name = f"retaincheck-{os.getuid()}-{run_id or os.getppid()}.lock"
+        run = "-".join(
+            os.environ.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
+        )
+        name = f"retaincheck-{os.getuid()}-{run.replace(os.sep, '_')}.lock"
         try:
             lock = os.open(os.path.join(tempfile.gettempdir(), name), os.O_CREAT | os.O_RDWR, 0o600)
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -330,10 +375,13 @@ def main(argv: list[str] | None = None) -> int:
         opts = _parse(argv)
         if isinstance(opts, int):
             return opts
+        if opts.json_path:
+            _check_json_path(opts.json_path)
+        code = None
         if opts.module is not None:
             _check_module(opts.module)
         else:
-            _check_script(opts.script)
+            code = _check_script(opts.script)
     except BadInput as exc:
         print(f"retaincheck: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -347,7 +395,6 @@ def main(argv: list[str] | None = None) -> int:
         # sys.path[0] the directory of the script with symbolic links resolved.
         sys.argv = [opts.script, *opts.args]
         path0 = os.path.dirname(os.path.realpath(opts.script))
-        opts.script = os.path.join(os.getcwd(), opts.script)
     if sys.path:
         sys.path[0] = path0
     else:
@@ -362,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
     try:
-        report, status, stopped = _run_program(opts)
+        report, status, stopped = _run_program(opts, code)
     finally:
         sys.stdout.flush()
         sys.argv = saved_argv
