@@ -1,8 +1,10 @@
+import contextlib
+import io
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 TESTS = '''\
 import torch
@@ -21,25 +23,29 @@ def test_two_losses():
     h.pow(2).sum().backward()
 '''
 
-# The plugin by name (-p), whether or not the package is installed with its entry point.
+# pytest's own main(), in this process (torch is already imported here); the plugin by name
+# (-p), whether or not the package is installed with its entry point.
 command = ["pytest", "-p", "retaincheck.pytest_plugin", "--retaincheck-fail", "-q"]
-env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", COLUMNS="72")
+os.environ.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", COLUMNS="72")
+out, cwd = io.StringIO(), os.getcwd()
 with tempfile.TemporaryDirectory() as d:
     (Path(d) / "test_train.py").write_text(TESTS)
-    run = subprocess.run(
-        [sys.executable, "-m", *command, "-p", "no:cacheprovider"],
-        cwd=d, env=env, capture_output=True, text=True, check=False,
-    )
+    os.chdir(d)
+    try:
+        with contextlib.redirect_stdout(out):
+            status = pytest.main([*command[1:], "-p", "no:cacheprovider"])
+    finally:
+        os.chdir(cwd)
 
-lines = run.stdout.splitlines()
+lines = out.getvalue().splitlines()
 start = next(i for i, line in enumerate(lines) if line.strip("= ") == "retaincheck")
 end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("2 passed in "))
 section = lines[start:end]
-assert run.returncode == 6  # every test passed (2 passed), and the run fails
+assert status == 6  # every test passed (2 passed), and the run fails
 assert section[1] == "1 retain_graph=True call site not needed (2 tests audited):"
 assert section[2].startswith("test_train.py:6  ")  # test_two_losses's retain is needed
 
 print("$", " ".join(command))
 print("\n".join(section))
 print("$ echo $?")
-print(run.returncode)
+print(int(status))

@@ -419,9 +419,19 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
             os.dup2(real_stdout, 1)
             os.close(real_stdout)
+    sigint = None
     if threading.current_thread() is threading.main_thread():
         # A second Ctrl-C must not cut the report short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return _finish(opts, report, status, stopped, start_dir)
+    finally:
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
+
+
+def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
+    """Print (and write) the report, --fix's plan, and return the exit status."""
     completed = stopped is None and getattr(report, "completed", True)
     rank = _rank()
     data = None
