@@ -185,25 +185,27 @@ def test_json_stdout_holds_only_the_json_even_for_fd_writes_and_subprocesses():
 
 def test_the_script_sees_what_python_gives_it_and_may_chdir_to_its_folder(tmp_path):
     """``__file__`` absolute, ``sys.argv[0]`` as typed, ``sys.path[0]`` the script's folder
-    (links resolved), as ``python sub/train.py`` gives them; so ``os.chdir`` to the
+    with links resolved, as ``python sub/train.py`` gives them; so ``os.chdir`` to the
     script's folder and a relative open work, and the retain there is still audited."""
     (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "sub")
     (tmp_path / "sub" / "data.txt").write_text("3\n")
     (tmp_path / "sub" / "train.py").write_text(
         "import os, sys\n"
         "import torch\n"
         "here = os.path.dirname(__file__)\n"
-        "print(os.path.isabs(__file__), __file__ == os.path.join(os.getcwd(), 'sub/train.py'))\n"
-        "print(sys.argv, sys.path[0] == os.path.realpath(here))\n"
+        "print(os.path.isabs(__file__), __file__ == os.path.join(os.getcwd(), sys.argv[0]))\n"
+        "print(sys.argv, sys.path[0] == os.path.join(os.getcwd(), 'sub'))\n"
         "os.chdir(here)\n"
         "n = int(open('data.txt').read())\n"
         "x = torch.ones(n, requires_grad=True)\n"
         "x.exp().sum().backward(retain_graph=True)\n"
     )
-    proc = cli("sub/train.py", "--lr", "0.1", cwd=tmp_path)
-    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert proc.stdout.startswith("True True\n['sub/train.py', '--lr', '0.1'] True\n")
-    assert "train.py:9  x.exp().sum().backward(retain_graph=True)" in proc.stdout
+    for folder in ("sub", "link"):  # python puts sub/ on sys.path for link/train.py too
+        proc = cli(f"{folder}/train.py", "--lr", "0.1", cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        assert proc.stdout.startswith(f"True True\n['{folder}/train.py', '--lr', '0.1'] True\n")
+        assert "train.py:9  x.exp().sum().backward(retain_graph=True)" in proc.stdout
 
 
 def _package(tmp_path: Path) -> None:
