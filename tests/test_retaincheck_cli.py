@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,6 +239,25 @@ def test_dash_m_runs_a_module_as_python_dash_m_does(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith("__main__ mypkg.__main__ True True\n")
     assert json.loads(proc.stdout)["calls"][0]["file"] == "mypkg/__main__.py"
+
+
+def test_dash_m_finds_the_module_in_the_working_directory_whatever_started_it(
+    tmp_path, monkeypatch, capsys
+):
+    """As the ``retaincheck`` console script, whose ``sys.path[0]`` is its bin folder: the
+    command's main() in this process, with another folder first on ``sys.path``."""
+    from retaincheck.__main__ import main
+
+    _package(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "bin"), *sys.path])
+    try:
+        assert main(["-m", "mypkg.train", "--lr", "1"]) == 0
+    finally:
+        for name in [m for m in sys.modules if m.split(".")[0] == "mypkg"]:
+            del sys.modules[name]
+    assert capsys.readouterr().out.startswith("__main__ mypkg.train True True\n")
+    assert sys.path[0] == str(tmp_path / "bin")  # restored
 
 
 @pytest.mark.parametrize(

@@ -162,10 +162,14 @@ def _check_script(path: str):
 def _check_module(name: str) -> None:
     """Find the module as ``python -m`` would (its parent packages are imported), or raise
     BadInput with Python's own message (``No module named ...``)."""
+    saved = list(sys.path)
+    sys.path[0:1] = [os.getcwd()]  # where python -m looks first (the bin folder is no place)
     try:
         runpy._get_module_details(name)
     except ImportError as exc:
         raise BadInput(f"-m {name}: {exc}") from None
+    finally:
+        sys.path[:] = saved
 
 
 def _check_json_path(path: str) -> None:
