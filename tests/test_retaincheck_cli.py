@@ -321,6 +321,13 @@ def test_exit_statuses_with_and_without_fail_on_unneeded(tmp_path, name):
         assert proc.stderr.endswith(
             "retaincheck: 1 retain_graph=True call site is not needed (exit status 6)\n"
         )
+    elif gate != 0:
+        assert proc.stderr.endswith(
+            f"retaincheck: the program did not complete (exit status {gate}); "
+            "no verdict is final\n"
+        )
+    else:
+        assert "retaincheck:" not in proc.stderr
 
 
 def test_help_documents_every_exit_status():

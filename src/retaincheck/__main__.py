@@ -459,12 +459,16 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
 
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir])
         _emit(sys.stderr if opts.json else sys.stdout, fixes)
+    if opts.fail_on_unneeded and (status != 0 or not completed):
+        print(
+            f"retaincheck: the program did not complete (exit status {status}); "
+            "no verdict is final",
+            file=sys.stderr,
+        )
     if status != 0:
         return status
     if opts.fail_on_unneeded:
         if not completed:
-            print("retaincheck: the run did not complete; its verdicts are not final",
-                  file=sys.stderr)
             return 1
         found = _unneeded(report)
         if found:
