@@ -54,7 +54,7 @@ def test_json_is_one_object_with_the_promised_fields(tmp_path):
 
 def test_empty_report_for_a_script_without_retain():
     proc = cli("--json", "tests/fixtures/retaincheck/no_retain.py")
-    assert proc.returncode == 0 and json.loads(proc.stdout) == {"calls": []}
+    assert proc.returncode == 0 and json.loads(proc.stdout)["calls"] == []
     proc = cli("tests/fixtures/retaincheck/no_retain.py")
     assert "no backward() or autograd.grad() call used retain_graph=True" in proc.stdout
 
@@ -285,7 +285,8 @@ def test_bad_module_or_option_is_one_line_and_exit_2(tmp_path, args, message):
 def test_ctrl_c_exits_130_and_still_prints_what_was_recorded():
     proc = cli(str(CLI_FIXTURES / "interrupted.py"))
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
-    assert proc.stdout.startswith("step 1 done\nretaincheck: 1 call site used retain_graph=True")
+    assert proc.stdout.startswith("step 1 done\n")
+    assert "retaincheck: 1 call site used retain_graph=True" in proc.stdout
     assert "interrupted.py:11  y.backward(retain_graph=True)  (ran once)" in proc.stdout
     assert proc.stderr.startswith("Traceback") and proc.stderr.endswith("KeyboardInterrupt\n")
     proc = cli("--fail-on-unneeded", "--json", str(CLI_FIXTURES / "interrupted.py"))

@@ -45,10 +45,10 @@ def refusal(record, completed: bool, status: int = 0) -> str | None:
         return f"kept: the run did not complete ({why}), so no verdict is final"
     if record.executions == 0:
         return "kept: did not complete (every call at this site raised)"
-    reused = getattr(record, "reused_executions", 0)  # rc-core's field, when present
+    reused = getattr(record, "reused_executions", 0)  # newer reports count reused runs
     if record.needed or reused:
         by = ", ".join(record.reused_by) or "?"
-        times = f" in {reused} of {record.executions} runs" if reused else ""
+        times = f" in {reused} of {record.executions} runs" if record.executions > 1 else ""
         return f"kept: needed (walked again{times} by {by})"
     if getattr(record, "history_leak", False):
         return "kept: needed only because history leaks (detach the carried-over state first)"
