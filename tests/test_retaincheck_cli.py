@@ -115,7 +115,7 @@ def test_a_leak_that_crashes_the_script_is_still_reported(tmp_path):
     proc = cli(str(script))
     assert proc.returncode == 1
     assert "modified by an inplace operation" in proc.stderr
-    assert "NEEDED: walked again by" in proc.stdout and "h = h.detach()" in proc.stdout
+    assert "NEEDED: walked again by" in proc.stdout
 
 
 @pytest.mark.parametrize(
