@@ -12,6 +12,7 @@ import pytest
 import torch  # noqa: F401  (imported before pytester's runs, which drop new modules after each)
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.timeout(60)  # each inner run takes well under a second
 
 ROOT = Path(__file__).resolve().parent.parent
 
