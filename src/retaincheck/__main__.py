@@ -1,48 +1,113 @@
-"""``python -m retaincheck [--json] script.py [args...]``: audit a whole script.
+"""``python -m retaincheck [options] script.py [args...]`` (or ``-m module``): audit a program.
 
-The script runs as ``__main__`` with its own ``sys.argv``. As Python would, the audit then
-waits for the script's non-daemon threads and runs its ``atexit`` handlers, so a reuse there
-is seen. The report is printed after that, also when the script raises; the script's exit
-status is kept (an uncaught exception exits with 1 after the script's own traceback).
-Bad input exits with 2 and a one-line error.
+The program runs as ``python script.py args...`` (or ``python -m module args...``) would:
+as ``__main__``, with an absolute ``__file__``, ``sys.argv[0]`` as Python sets it and
+``sys.path[0]`` = the script's directory (the working directory for ``-m``). As Python would,
+the audit then waits for the program's non-daemon threads and runs its ``atexit`` handlers,
+so a reuse there is seen. The report is printed after that, also when the program raises or
+is interrupted (Ctrl-C). Exit statuses: see ``EXIT_STATUSES`` (also in ``--help``).
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import runpy
+import signal
 import sys
 import threading
 import traceback
+from dataclasses import dataclass, field
 
-USAGE = """\
-usage: retaincheck [--json] SCRIPT.py [ARGS...]
+EXIT_BAD_INPUT = 2
+"""Bad input: an unknown option, a missing script or module, a file that is not Python."""
+EXIT_UNNEEDED = 6
+"""With ``--fail-on-unneeded``: the run completed and found a ``retain_graph=True`` that is
+not needed. 6 is used by none of Python (1, 2, 120), the shell (126, 127, 128+N), pytest
+(0-5), ``timeout`` (124-127, 137) or ``sysexits.h`` (64-78); the pytest plugin uses it too."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (``KeyboardInterrupt``): 128 + SIGINT, what a shell reports for it."""
 
-Runs SCRIPT.py as __main__ (with ARGS as its sys.argv[1:]) and reports, for every backward()
-or autograd.grad() call made with retain_graph=True, whether a later call really walked the
-graph it retained, and how many bytes of saved tensors it kept alive.
+EXIT_STATUSES = """\
+exit status:
+  0    the program completed (and, with --fail-on-unneeded, no site was "not needed")
+  N    the program's own status when it did not complete: 1 for an uncaught exception,
+       N for sys.exit(N); the report is printed but its verdicts are not final
+  2    bad input: unknown option, missing script or module, a file that is not Python
+  6    --fail-on-unneeded only: the program completed and a retain_graph=True is not needed
+  130  interrupted (Ctrl-C); the report shows what was recorded until then
+"""
+
+USAGE = f"""\
+usage: retaincheck [options] SCRIPT.py [ARGS...]
+       retaincheck [options] -m MODULE [ARGS...]
+
+Runs SCRIPT.py (or MODULE, as python -m does) as __main__, with ARGS as its sys.argv[1:],
+and reports, for every backward() or autograd.grad() call made with retain_graph=True,
+whether a later call really walked the graph it retained, and how many bytes of saved
+tensors it kept alive.
 
 options:
-  --json      print one JSON object instead of the readable report; the script's own
-              standard output (file descriptor 1, subprocesses included) goes to standard
-              error, so standard output holds only the JSON
-  -h, --help  show this help and exit
-  --version   print the version and exit
-"""
+  -m MODULE           run a module as python -m MODULE does
+  --json              print one JSON object instead of the readable report; the program's
+                      own standard output (file descriptor 1, subprocesses included) goes
+                      to standard error, so standard output holds only the JSON
+  --json=PATH         write the JSON report to PATH and print the readable one; under
+                      torchrun (WORLD_SIZE > 1) each rank writes PATH with .rank<N> inserted
+                      before the suffix (report.json -> report.rank1.json)
+  --fail-on-unneeded  exit with status 6 when the run completed and a retain_graph=True
+                      is not needed (for CI)
+  --fix               show, as a unified diff, the removal of every retain_graph=True that
+                      a completed run proved not needed, and why each other site is kept;
+                      changes nothing
+  --write             with --fix: write the changes to the files
+  -h, --help          show this help and exit
+  --version           print the version and exit
+
+{EXIT_STATUSES}"""
 
 
 class BadInput(Exception):
     """A problem with the command line or the script, reported as one line with exit code 2."""
 
 
-def _parse(argv: list[str]) -> tuple[bool, str, list[str]] | int:
-    as_json = False
+@dataclass
+class Options:
+    json: bool = False
+    json_path: str | None = None
+    module: str | None = None
+    script: str | None = None
+    args: list[str] = field(default_factory=list)
+    fail_on_unneeded: bool = False
+    fix: bool = False
+    write: bool = False
+
+
+def _parse(argv: list[str]) -> Options | int:
+    opts = Options()
     i = 0
     while i < len(argv):
         arg = argv[i]
         if arg == "--json":
-            as_json = True
+            opts.json = True
+        elif arg.startswith("--json="):
+            opts.json_path = arg[len("--json=") :]
+            if not opts.json_path:
+                raise BadInput("--json= needs a path (--json=report.json)")
+        elif arg == "--fail-on-unneeded":
+            opts.fail_on_unneeded = True
+        elif arg == "--fix":
+            opts.fix = True
+        elif arg == "--write":
+            opts.write = True
+        elif arg == "-m" or (arg.startswith("-m") and not arg.startswith("--")):
+            name = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            if not name:
+                raise BadInput("-m needs a module name (usage: retaincheck -m MODULE [ARGS...])")
+            opts.module = name
+            opts.args = argv[i + (1 if arg[2:] else 2) :]
+            break
         elif arg in ("-h", "--help"):
             sys.stdout.write(USAGE)
             return 0
@@ -59,9 +124,15 @@ def _parse(argv: list[str]) -> tuple[bool, str, list[str]] | int:
         else:
             break
         i += 1
-    if i >= len(argv):
-        raise BadInput("no script given (usage: retaincheck [--json] SCRIPT.py [ARGS...])")
-    return as_json, argv[i], argv[i + 1 :]
+    if opts.module is None:
+        if i >= len(argv):
+            raise BadInput("no script given (usage: retaincheck [options] SCRIPT.py [ARGS...])")
+        opts.script, opts.args = argv[i], argv[i + 1 :]
+    if opts.json and opts.json_path is not None:
+        raise BadInput("give either --json (to standard output) or --json=PATH, not both")
+    if opts.write and not opts.fix:
+        raise BadInput("--write only goes with --fix")
+    return opts
 
 
 def _check_script(path: str):
@@ -77,7 +148,8 @@ def _check_script(path: str):
         raise BadInput(f"{path}: cannot read it ({exc.strerror or exc})") from None
     looks_python = path.endswith((".py", ".pyw"))
     try:
-        return compile(source, path, "exec", dont_inherit=True)
+        # As python does: the code's file name (tracebacks, __file__) is absolute.
+        return compile(source, os.path.join(os.getcwd(), path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         if b"\x00" in source:
             raise BadInput(f"{path}: not a Python script (it is a binary file)") from None
@@ -85,6 +157,32 @@ def _check_script(path: str):
             where = f" (line {exc.lineno})" if exc.lineno else ""
             raise BadInput(f"{path}: syntax error{where}: {exc.msg}") from None
         raise BadInput(f"{path}: not a Python script (it does not compile as Python)") from None
+
+
+def _check_module(name: str) -> None:
+    """Find the module as ``python -m`` would (its parent packages are imported), or raise
+    BadInput with Python's own message (``No module named ...``)."""
+    saved = list(sys.path)
+    sys.path[0:1] = [os.getcwd()]  # where python -m looks first (the bin folder is no place)
+    try:
+        runpy._get_module_details(name)
+    except ImportError as exc:
+        raise BadInput(f"-m {name}: {exc}") from None
+    finally:
+        sys.path[:] = saved
+
+
+def _check_json_path(path: str) -> None:
+    """Create the folder of ``--json=PATH`` now, so that a bad path fails before the run."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--json={path}: cannot create {folder} ({exc.strerror or exc})") from None
+    if os.path.isdir(path):
+        raise BadInput(f"--json={path}: is a directory")
+    if not os.access(folder, os.W_OK):
+        raise BadInput(f"--json={path}: cannot write to {folder}")
 
 
 def _script_traceback(exc: BaseException) -> None:
@@ -130,67 +228,258 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _status_of(exc: BaseException) -> int:
+    """The exit status Python would give for an exception that ended the program."""
+    if isinstance(exc, SystemExit):
+        return _exit_code(exc)
+    sys.stdout.flush()
+    _script_traceback(exc)
+    return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 1
+
+
+def _main_module(path: str):
+    """A fresh ``__main__`` module for a script, with the attributes python gives it."""
+    import builtins
+    import importlib.machinery
+    import types
+
+    module = types.ModuleType("__main__")
+    module.__dict__.update(
+        __file__=path,
+        __cached__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+        __package__=None,
+        __spec__=None,
+        __builtins__=builtins,
+    )
+    return module
+
+
+def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:
+    """Run the program under the audit: (report, exit status, what stopped it or None).
+
+    A script runs in its own ``__main__`` module, which stays in ``sys.modules`` until its
+    threads and ``atexit`` handlers are done (``runpy.run_path`` would also set
+    ``sys.argv[0]`` to the absolute path, which python does not).
+    """
+    from ._audit import audit
+
+    status, stopped = 0, None
+    saved_main = sys.modules.get("__main__")
+    try:
+        with audit() as report:
+            try:
+                if opts.module is not None:
+                    runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+                else:
+                    module = _main_module(code.co_filename)
+                    sys.modules["__main__"] = module
+                    exec(code, module.__dict__)
+            except BaseException as exc:  # noqa: B036 (the program's own end, whatever it is)
+                status = _status_of(exc)
+                if status != 0:
+                    stopped = exc
+            try:
+                _finish_like_python()
+            except BaseException as exc:  # noqa: B036
+                late = _status_of(exc)
+                if late != 0 and stopped is None:
+                    status, stopped = late, exc
+            if stopped is not None:
+                # Through the audit's __exit__, so that the report knows the run stopped early.
+                raise stopped
+    except BaseException as exc:  # noqa: B036
+        if exc is not stopped:
+            raise
+    finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+    return report, status, stopped
+
+
+def _rank() -> tuple[int, int] | None:
+    """(rank, world size) under torchrun and other launchers that set them, with more than
+    one process; else None."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return None
+    return (rank, world) if world > 1 else None
+
+
+def _rank_path(path: str, rank: int) -> str:
+    """``report.json`` -> ``report.rank1.json``; ``report`` -> ``report.rank1``."""
+    head, tail = os.path.split(path)
+    stem, dot, suffix = tail.rpartition(".")
+    name = f"{stem}.rank{rank}.{suffix}" if dot and stem else f"{tail}.rank{rank}"
+    return os.path.join(head, name)
+
+
+def _write_whole(fd: int, text: str) -> None:
+    """Write ``text`` to ``fd`` so that no other rank's report lands inside it.
+
+    The whole text is one buffer; ``os.write`` is looped only for a partial write. Under a
+    launcher (WORLD_SIZE > 1) the ranks of one machine also take an exclusive ``flock`` on one
+    lock file per run for the duration, because a pipe keeps a write whole only up to
+    PIPE_BUF (4096 bytes on Linux) and a report can be longer.
+    """
+    data = text.encode("utf-8", "replace")
+    lock = None
+    if _rank() is not None:
+        import fcntl
+        import tempfile
+
+        run = "-".join(
+            os.environ.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
+        )
+        name = f"retaincheck-{os.getuid()}-{run.replace(os.sep, '_')}.lock"
+        try:
+            lock = os.open(os.path.join(tempfile.gettempdir(), name), os.O_CREAT | os.O_RDWR, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError:
+            lock = None
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the flock
+
+
+def _emit(stream, text: str) -> None:
+    """Print ``text``; under a launcher as one whole write (see ``_write_whole``)."""
+    if _rank() is None:
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    _write_whole(stream.fileno(), text)
+
+
+def _write_json_file(path: str, data: dict) -> None:
+    """Write the file whole: to a temporary file beside it, then renamed over it."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _unneeded(report) -> list:
+    return [c for c in report.calls if c.verdict == "not needed"]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m retaincheck`` and of the ``retaincheck`` command."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parsed = _parse(argv)
-        if isinstance(parsed, int):
-            return parsed
-        as_json, script, script_args = parsed
-        _check_script(script)
+        opts = _parse(argv)
+        if isinstance(opts, int):
+            return opts
+        if opts.json_path:
+            _check_json_path(opts.json_path)
+        code = None
+        if opts.module is not None:
+            _check_module(opts.module)
+        else:
+            code = _check_script(opts.script)
     except BadInput as exc:
         print(f"retaincheck: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
-    from ._audit import audit
-
-    saved_argv, saved_path0, saved_stdout = sys.argv, sys.path[0] if sys.path else None, sys.stdout
-    sys.argv = [script, *script_args]
-    script_dir = os.path.dirname(os.path.abspath(script))
-    if sys.path:
-        sys.path[0] = script_dir
+    saved_argv, saved_path, saved_stdout = sys.argv, list(sys.path), sys.stdout
+    if opts.module is not None:
+        sys.argv = [opts.module, *opts.args]  # runpy puts the module's file in sys.argv[0]
+        path0 = os.getcwd()
     else:
-        sys.path.insert(0, script_dir)
+        # As python does: __file__ absolute (not normalised), sys.argv[0] as given,
+        # sys.path[0] the directory of the script with symbolic links resolved.
+        sys.argv = [opts.script, *opts.args]
+        path0 = os.path.dirname(os.path.realpath(opts.script))
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.insert(0, path0)
+    start_dir = os.getcwd()
     real_stdout = None
-    if as_json:
+    if opts.json:
         # Everything the script writes to standard output goes to standard error: Python-level
         # prints, os.write(1, ...) and the output of subprocesses (file descriptor 1).
         sys.stdout.flush()
         real_stdout = os.dup(1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-    status = 0
     try:
-        with audit() as report:
-            try:
-                runpy.run_path(script, run_name="__main__")
-            except SystemExit as exc:
-                status = _exit_code(exc)
-            except BaseException as exc:  # the script's own error: its traceback, exit 1
-                sys.stdout.flush()
-                _script_traceback(exc)
-                status = 1
-            try:
-                _finish_like_python()
-            except SystemExit as exc:
-                status = status or _exit_code(exc)
+        report, status, stopped = _run_program(opts, code)
     finally:
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
-        if saved_path0 is not None:
-            sys.path[0] = saved_path0
+        sys.path[:] = saved_path
         if real_stdout is not None:
             sys.stderr.flush()
             os.dup2(real_stdout, 1)
             os.close(real_stdout)
-    if as_json:
-        print(report.to_json())
-    else:
-        print(report.format(), end="")
+    sigint = None
+    if threading.current_thread() is threading.main_thread():
+        # A second Ctrl-C must not cut the report short.
+        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return _finish(opts, report, status, stopped, start_dir)
+    finally:
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
+
+
+def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
+    """Print (and write) the report, --fix's plan, and return the exit status."""
+    completed = stopped is None and getattr(report, "completed", True)
+    rank = _rank()
+    data = None
+    if opts.json or opts.json_path:
+        data = report.to_dict()
+        if rank is not None:
+            data = {"rank": rank[0], "world_size": rank[1], **data}
+    if opts.json_path:
+        path = _rank_path(opts.json_path, rank[0]) if rank else opts.json_path
+        _write_json_file(path, data)
     sys.stdout.flush()
-    return status
+    if opts.json:
+        text = json.dumps(data) + "\n"
+    else:
+        text = report.format()
+        if rank is not None:
+            text = f"=== retaincheck: rank {rank[0]} of {rank[1]} ===\n{text}"
+    _emit(sys.stdout, text)
+    if opts.fix:
+        from ._fix import fix
+
+        fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir])
+        _emit(sys.stderr if opts.json else sys.stdout, fixes)
+    if opts.fail_on_unneeded and (status != 0 or not completed):
+        print(
+            f"retaincheck: the program did not complete (exit status {status}); "
+            "no verdict is final",
+            file=sys.stderr,
+        )
+    if status != 0:
+        return status
+    if opts.fail_on_unneeded:
+        if not completed:
+            return 1
+        found = _unneeded(report)
+        if found:
+            n = len(found)
+            print(
+                f"retaincheck: {n} retain_graph=True call site{'s are' if n != 1 else ' is'} "
+                f"not needed (exit status {EXIT_UNNEEDED})",
+                file=sys.stderr,
+            )
+            return EXIT_UNNEEDED
+    return 0
 
 
 if __name__ == "__main__":

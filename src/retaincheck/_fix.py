@@ -1,0 +1,283 @@
+"""``python -m retaincheck --fix``: remove the ``retain_graph=True`` a completed run proved
+not needed, with libcst, so that formatting and comments stay as they were.
+
+Only a site whose verdict is "not needed" in a run that completed is changed, and only when
+its source line holds exactly one call with the keyword argument ``retain_graph=True``
+(the literal ``True``). Every other site is kept, with a one-line reason. Each change is
+checked before it is offered: the new source must parse to the same Python syntax tree as the
+old one minus that one keyword argument, and keep every comment.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import difflib
+import io
+import os
+import shutil
+import sysconfig
+import tokenize
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+CREATE_GRAPH_REASON = (
+    "kept: create_graph=True retains the graph anyway (retain_graph defaults to create_graph), "
+    "so removing retain_graph=True frees nothing; write retain_graph=False by hand"
+)
+
+
+@dataclass
+class _Site:
+    record: object
+    reason: str | None = None  # None: to be changed
+    path: str | None = None
+
+
+def refusal(record, completed: bool, status: int = 0) -> str | None:
+    """Why ``--fix`` must keep this site as it is, or None when the audit proved it not
+    needed in a completed run."""
+    if not completed:
+        why = f"exit status {status}" if status else "it stopped early"
+        return f"kept: the run did not complete ({why}), so no verdict is final"
+    if record.executions == 0:
+        return "kept: did not complete (every call at this site raised)"
+    reused = getattr(record, "reused_executions", 0)  # newer reports count reused runs
+    if record.needed or reused:
+        by = ", ".join(record.reused_by) or "?"
+        times = f" in {reused} of {record.executions} runs" if record.executions > 1 else ""
+        return f"kept: needed (walked again{times} by {by})"
+    if getattr(record, "history_leak", False):
+        return "kept: needed only because history leaks (detach the carried-over state first)"
+    if getattr(record, "create_graph", False):
+        return CREATE_GRAPH_REASON
+    if record.verdict != "not needed":
+        return f"kept: the verdict is {record.verdict!r}"
+    return None
+
+
+def _protected_dirs() -> list[str]:
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    paths = {sysconfig.get_paths().get(n) for n in names}
+    return [os.path.realpath(p) + os.sep for p in paths if p]
+
+
+def _code_line(source: bytes, line: int) -> str | None:
+    """The line, stripped and without a trailing comment, as the audit records it."""
+    lines = source.decode("utf-8", "replace").splitlines()
+    return _without_comment(lines[line - 1]) if 0 < line <= len(lines) else None
+
+
+def _without_comment(line: str) -> str:
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return line[: tok.start[1]].strip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return line.strip()
+
+
+def _locate(record, dirs: list[str]) -> tuple[str | None, str | None]:
+    """(path, None) of the file the record's line is in, or (None, reason)."""
+    if record.file.startswith("<"):
+        return None, f"kept: {record.file} is not a file"
+    if os.path.isabs(record.file):
+        candidates = [record.file]
+    else:  # relative to the working directory at the time of the call
+        candidates = [os.path.join(d, record.file) for d in [*dirs, os.getcwd()]]
+    found: dict[str, str] = {}
+    for path in candidates:
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+        except OSError:
+            continue
+        if _code_line(source, record.line) == record.code:
+            found.setdefault(os.path.realpath(path), path)
+    if not found:
+        return None, "kept: its source file is gone or changed since the run"
+    if len(found) > 1:
+        return None, f"kept: {record.file} matches {len(found)} files; fix it by hand"
+    real, path = next(iter(found.items()))
+    if any(real.startswith(d) for d in _protected_dirs()):
+        return None, "kept: the file belongs to an installed package or the standard library"
+    return path, None
+
+
+def _comments(source: bytes) -> collections.Counter:
+    tokens = tokenize.tokenize(io.BytesIO(source).readline)
+    return collections.Counter(t.string for t in tokens if t.type == tokenize.COMMENT)
+
+
+class _Calls(cst.CSTVisitor):
+    """Every call with a ``retain_graph=`` keyword argument whose lines include ``line``."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, line: int):
+        self.line = line
+        self.found: list[tuple[cst.Call, cst.Arg, object]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        pos = self.get_metadata(PositionProvider, node)
+        if not pos.start.line <= self.line <= pos.end.line:
+            return
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "retain_graph":
+                self.found.append((node, arg, pos.start))
+
+
+def _without_arg(call: cst.Call, i: int) -> cst.Call:
+    """The call without its argument ``i``, its comma and the spacing around it handled."""
+    args = list(call.args)
+    removed = args.pop(i)
+    if not args:  # f(retain_graph=True) and f(\n    retain_graph=True,\n) -> f()
+        return call.with_changes(args=(), whitespace_before_args=cst.SimpleWhitespace(""))
+    if i == len(args):  # it was the last argument
+        last = args[-1]
+        if isinstance(removed.comma, cst.Comma) and isinstance(last.comma, cst.Comma):
+            # A trailing comma stays, and the closing bracket keeps its own line and indent;
+            # comment lines between the last kept argument and the removed one stay too.
+            kept, gone = last.comma.whitespace_after, removed.comma.whitespace_after
+            if isinstance(kept, cst.ParenthesizedWhitespace) and isinstance(
+                gone, cst.ParenthesizedWhitespace
+            ):
+                gone = kept.with_changes(indent=gone.indent, last_line=gone.last_line)
+            args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=gone))
+        else:
+            args[-1] = last.with_changes(
+                comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=removed.whitespace_after_arg
+            )
+    return call.with_changes(args=args)
+
+
+class _Remove(cst.CSTTransformer):
+    def __init__(self, call: cst.Call, arg: cst.Arg):
+        self.call, self.arg = call, arg
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if original is self.call:
+            i = next(j for j, a in enumerate(original.args) if a is self.arg)
+            return _without_arg(updated, i)
+        return updated
+
+
+class _DropKeyword(ast.NodeTransformer):
+    def __init__(self, line: int, col: int):
+        self.line, self.col, self.dropped = line, col, 0
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        if (node.lineno, node.col_offset) == (self.line, self.col):
+            before = len(node.keywords)
+            node.keywords = [k for k in node.keywords if k.arg != "retain_graph"]
+            self.dropped += before - len(node.keywords)
+        return node
+
+
+def remove_at(source: bytes, line: int) -> tuple[bytes | None, str | None]:
+    """``source`` without the ``retain_graph=True`` of the one call on ``line``, or
+    (None, reason)."""
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(source))
+    except cst.ParserSyntaxError:
+        return None, "kept: libcst cannot parse the file"
+    finder = _Calls(line)
+    wrapper.visit(finder)
+    if not finder.found:
+        return None, (
+            "kept: no retain_graph= keyword argument on this line (passed positionally or "
+            "through **kwargs?); change it by hand"
+        )
+    if len(finder.found) > 1:
+        return None, f"kept: {len(finder.found)} calls pass retain_graph= here; fix it by hand"
+    call, arg, start = finder.found[0]
+    if not m.matches(arg.value, m.Name("True")):
+        value = wrapper.module.code_for_node(arg.value)
+        return None, (
+            f"kept: retain_graph={value} is not the literal True (other runs may pass True "
+            "for a reason)"
+        )
+    new = wrapper.module.visit(_Remove(call, arg)).bytes
+    # The change must be exactly that keyword argument, and lose no comment.
+    expected_tree = ast.parse(source)
+    dropper = _DropKeyword(start.line, start.column)
+    dropper.visit(expected_tree)
+    try:
+        same = dropper.dropped == 1 and ast.dump(ast.parse(new)) == ast.dump(expected_tree)
+    except SyntaxError:
+        same = False
+    if not same or _comments(new) != _comments(source):
+        return None, "kept: a comment or unusual syntax sits in this call; fix it by hand"
+    return new, None
+
+
+def _diff(old: bytes, new: bytes, name: str) -> str:
+    a = old.decode("utf-8", "replace").splitlines(keepends=True)
+    b = new.decode("utf-8", "replace").splitlines(keepends=True)
+    return "".join(difflib.unified_diff(a, b, f"a/{name}", f"b/{name}"))
+
+
+def fix(report, completed: bool, status: int = 0, *, write: bool = False,
+        dirs: list[str] | None = None) -> str:
+    """Plan (and with ``write``, apply) the removals; the text ``--fix`` prints."""
+    dirs = list(dirs or [])
+    sites = [_Site(record, refusal(record, completed, status)) for record in report.calls]
+    for site in sites:
+        if site.reason is None:
+            site.path, site.reason = _locate(site.record, dirs)
+    by_file: dict[str, list[_Site]] = {}
+    for site in sites:
+        if site.reason is None:
+            by_file.setdefault(os.path.realpath(site.path), []).append(site)
+    diffs, changed = [], 0
+    for path, file_sites in by_file.items():
+        with open(path, "rb") as f:
+            old = f.read()
+        new = old
+        for site in sorted(file_sites, key=lambda s: -s.record.line):  # bottom up: lines hold
+            try:
+                result, reason = remove_at(new, site.record.line)
+            except Exception as exc:  # never lose the report over a rewrite
+                result, reason = None, f"kept: could not rewrite it ({type(exc).__name__})"
+            if result is None:
+                site.reason = reason
+            else:
+                new = result
+                changed += 1
+        if new != old:
+            diffs.append(_diff(old, new, file_sites[0].record.file))
+            if write:
+                tmp = f"{path}.retaincheck-tmp"
+                with open(tmp, "wb") as f:
+                    f.write(new)
+                try:
+                    shutil.copymode(path, tmp)
+                except OSError:
+                    pass
+                os.replace(tmp, path)
+    if not sites:
+        return "retaincheck --fix: nothing to fix (no call used retain_graph=True)\n"
+    files = sum(1 for d in diffs if d)
+    what = f"{changed} change{'s' if changed != 1 else ''} in {files} file"
+    what += "s" if files != 1 else ""
+    if changed and write:
+        head = f"retaincheck --fix: wrote {what}"
+    elif changed:
+        head = f"retaincheck --fix: {what} (not written; add --write to apply)"
+    else:
+        head = "retaincheck --fix: nothing to change"
+    width = max(len(s.record.site) for s in sites)
+    lines = [head]
+    for site in sites:
+        done = "removed" if write else "remove"
+        action = site.reason or f"{done} retain_graph=True (not needed in a completed run)"
+        lines.append(f"  {site.record.site:<{width}}  {action}")
+    text = "\n".join(lines) + "\n"
+    if diffs:
+        text += "\n" + "".join(diffs)
+    return text

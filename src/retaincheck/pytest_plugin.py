@@ -1,0 +1,179 @@
+"""The pytest plugin: ``pytest --retaincheck`` audits every test.
+
+Installed with the package (entry point ``pytest11``) and off unless asked for:
+
+* ``--retaincheck`` runs each test (its fixtures' setup and teardown included) inside
+  [`audit`][retaincheck.audit] and ends the run with a "retaincheck" section listing every
+  ``retain_graph=True`` call site found not needed, with the tests that showed it.
+* ``--retaincheck-fail`` does the same and makes a run whose tests all passed exit with
+  status 6 when such a site was found.
+
+A site counts as not needed only when a test that passed (setup, call and teardown) proved it
+not needed and no test, passed or not, found it needed: a helper that one test needs the flag
+for is never reported because another test does not. Tests that failed or were skipped are
+audited, but their "not needed" verdicts are not final and are not reported. A test marked
+``@pytest.mark.no_retaincheck`` is not audited (audits do not nest: use it on a test that runs
+``retaincheck.audit()`` itself). Works with pytest-xdist: each worker audits its tests and the
+findings travel to the main process with the test reports.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+EXIT_UNNEEDED = 6  # as python -m retaincheck --fail-on-unneeded (see retaincheck.__main__)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("retaincheck", "retaincheck: is each retain_graph=True needed?")
+    group.addoption(
+        "--retaincheck",
+        action="store_true",
+        default=False,
+        help="audit every retain_graph=True in each test; list the ones not needed at the end",
+    )
+    group.addoption(
+        "--retaincheck-fail",
+        action="store_true",
+        default=False,
+        help="as --retaincheck, and exit with status 6 when one is not needed (and all tests "
+        "passed)",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "no_retaincheck: do not audit this test under pytest --retaincheck"
+    )
+    if config.getoption("retaincheck") or config.getoption("retaincheck_fail"):
+        config.pluginmanager.register(_Plugin(config), "retaincheck-auditor")
+
+
+def _human(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+    return ""
+
+
+_AUDIT = pytest.StashKey[object]()
+_REPORT = pytest.StashKey[object]()
+_OUTCOMES = pytest.StashKey[dict]()
+
+
+class _Plugin:
+    def __init__(self, config):
+        self.fail = config.getoption("retaincheck_fail")
+        self.sites: dict[str, dict] = {}  # site -> what the tests found there
+        self.audited = 0
+        self.unaudited: list[str] = []
+
+    # -- in the process that runs the test (a worker under xdist) ---------------------------
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        item.stash[_OUTCOMES] = {}
+        if item.get_closest_marker("no_retaincheck") is None:
+            from ._audit import audit
+
+            context = audit()
+            try:
+                item.stash[_REPORT] = context.__enter__()
+                item.stash[_AUDIT] = context
+            except RuntimeError:  # another audit is active: this test cannot be audited
+                pass
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        try:
+            return (yield)
+        finally:
+            context = item.stash.get(_AUDIT, None)
+            if context is not None:
+                del item.stash[_AUDIT]
+                context.__exit__(None, None, None)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        rep = yield
+        outcomes = item.stash.setdefault(_OUTCOMES, {})
+        outcomes[rep.when] = rep.outcome
+        if rep.when == "teardown":
+            report = item.stash.get(_REPORT, None)
+            completed = (
+                set(outcomes) == {"setup", "call", "teardown"}
+                and all(o == "passed" for o in outcomes.values())
+                and report is not None
+                and getattr(report, "completed", True)  # rc-core's field, when present
+            )
+            data = {
+                "audited": report is not None,
+                "marked": item.get_closest_marker("no_retaincheck") is not None,
+                "completed": bool(completed),
+                "calls": [c.to_dict() for c in report.calls] if report is not None else [],
+            }
+            rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
+        return rep
+
+    # -- in the main process ----------------------------------------------------------------
+    def pytest_runtest_logreport(self, report):
+        raw = getattr(report, "retaincheck", None)
+        if report.when != "teardown" or raw is None:
+            return
+        data = json.loads(raw)
+        if not data["audited"]:
+            if not data["marked"]:
+                self.unaudited.append(report.nodeid)
+            return
+        self.audited += 1
+        for call in data["calls"]:
+            site = self.sites.setdefault(
+                f"{call['file']}:{call['line']}",
+                {"code": call["code"], "needed": False, "unneeded_in": [], "bytes": 0},
+            )
+            if call["needed"] or call["verdict"] in ("needed", "needed only because history leaks"):
+                site["needed"] = True
+            elif data["completed"] and call["verdict"] == "not needed":
+                site["unneeded_in"].append(report.nodeid)
+                site["bytes"] = max(site["bytes"], call["retained_bytes"])
+
+    def unneeded(self) -> dict[str, dict]:
+        return {k: v for k, v in self.sites.items() if v["unneeded_in"] and not v["needed"]}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.fail and self.unneeded() and session.exitstatus == 0:
+            session.exitstatus = EXIT_UNNEEDED
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        tr = terminalreporter
+        tr.write_sep("=", "retaincheck")
+        unneeded = self.unneeded()
+        n_tests = f"{self.audited} test{'s' if self.audited != 1 else ''} audited"
+        if not unneeded:
+            tr.write_line(f"no retain_graph=True found not needed ({n_tests})")
+        else:
+            n = len(unneeded)
+            tr.write_line(
+                f"{n} retain_graph=True call site{'s' if n != 1 else ''} not needed "
+                f"({n_tests}):"
+            )
+            for site, found in unneeded.items():
+                tr.write_line(f"{site}  {found['code']}")
+                tr.write_line(f"    kept {_human(found['bytes'])} of saved tensors; not needed in:")
+                for nodeid in found["unneeded_in"]:
+                    tr.write_line(f"      {nodeid}")
+            if self.fail:
+                tr.write_line(
+                    f"--retaincheck-fail: exit status {EXIT_UNNEEDED} when all tests passed"
+                )
+        if self.unaudited:
+            tr.write_line(
+                f"not audited (another retaincheck.audit() was active): {len(self.unaudited)} "
+                "test(s); mark them @pytest.mark.no_retaincheck"
+            )

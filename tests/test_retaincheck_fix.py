@@ -1,0 +1,183 @@
+"""``python -m retaincheck --fix``: what it removes, what it keeps and why, and that the
+rewritten program computes the same gradients."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_retaincheck_cli import CLI_FIXTURES, cli
+
+from retaincheck._fix import refusal, remove_at
+
+FIXABLE = CLI_FIXTURES / "fixable.py"
+
+# fixable.py after --fix --write: sites 1-3 lose retain_graph=True, nothing else changes.
+FIXED = (
+    FIXABLE.read_text()
+    .replace(
+        "loss.backward(retain_graph=True)  # the article",
+        "loss.backward()  # the article",
+    )
+    .replace("(out, w, retain_graph = True, allow_unused=False)", "(out, w, allow_unused=False)")
+    .replace("    # y is a scalar: no grad_tensors\n    retain_graph=True,\n)",
+             "    # y is a scalar: no grad_tensors\n)")
+)
+
+SITE_LINES = """\
+  fixable.py:12  {verb} retain_graph=True (not needed in a completed run)
+  fixable.py:16  {verb} retain_graph=True (not needed in a completed run)
+  fixable.py:20  {verb} retain_graph=True (not needed in a completed run)
+  fixable.py:28  kept: needed (walked again by fixable.py:29)
+  fixable.py:33  kept: create_graph=True retains the graph anyway (retain_graph defaults to \
+create_graph), so removing retain_graph=True frees nothing; write retain_graph=False by hand
+  fixable.py:38  kept: retain_graph=keep is not the literal True (other runs may pass True for \
+a reason)
+"""
+
+
+def _copy(tmp_path: Path, source: Path = FIXABLE) -> Path:
+    copy = tmp_path / source.name
+    copy.write_text(source.read_text())
+    return copy
+
+
+def test_fix_shows_a_diff_and_changes_nothing(tmp_path):
+    script = _copy(tmp_path)
+    proc = cli("--fix", script.name, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert script.read_text() == FIXABLE.read_text()  # nothing written
+    fix = proc.stdout[proc.stdout.index("retaincheck --fix:") :]
+    head, _, diff = fix.partition("\n\n")
+    assert head + "\n" == (
+        "retaincheck --fix: 3 changes in 1 file (not written; add --write to apply)\n"
+        + SITE_LINES.format(verb="remove")
+    )
+    assert diff.startswith("--- a/fixable.py\n+++ b/fixable.py\n@@ -9,18 +9,17 @@\n")
+    removed = [line for line in diff.splitlines() if line.startswith("-") and line[1:2] != "-"]
+    assert removed == [
+        '-loss.backward(retain_graph=True)  # the article says this "reuses" the graph',
+        "-(g1,) = torch.autograd.grad(out, w, retain_graph = True, allow_unused=False)",
+        "-    retain_graph=True,",
+    ]
+
+
+def test_fix_write_keeps_formatting_and_the_gradients(tmp_path):
+    script = _copy(tmp_path)
+    before = cli(script.name, cwd=tmp_path).stdout.splitlines()[0]
+    assert before.startswith("gradients ")
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "retaincheck --fix: wrote 3 changes in 1 file\n" + SITE_LINES.format(
+        verb="removed"
+    ) in proc.stdout
+    assert script.read_text() == FIXED  # comments, spacing, blank lines: all as they were
+    # Rerun: the same gradients, bit for bit (the digest of their bytes), and no site that
+    # --fix could remove is left.
+    rerun = cli("--json", script.name, cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stderr.splitlines()[0] == before
+    calls = json.loads(rerun.stdout)["calls"]
+    assert [(c["line"], c["verdict"]) for c in calls] == [
+        (27, "needed"), (32, "not needed"), (37, "not needed")
+    ]
+    again = cli("--fix", script.name, cwd=tmp_path).stdout
+    assert "retaincheck --fix: nothing to change\n" in again and "---" not in again
+
+
+def test_fix_refuses_every_site_of_a_run_that_did_not_complete(tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text(FIXABLE.read_text() + "raise RuntimeError('out of memory')\n")
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert script.read_text() == FIXABLE.read_text() + "raise RuntimeError('out of memory')\n"
+    fix = proc.stdout[proc.stdout.index("retaincheck --fix:") :].splitlines()
+    assert fix[0] == "retaincheck --fix: nothing to change"
+    assert len(fix) == 7 and all(
+        line.endswith("kept: the run did not complete (exit status 1), so no verdict is final")
+        for line in fix[1:]
+    )
+
+
+def test_fix_refuses_after_ctrl_c(tmp_path):
+    script = _copy(tmp_path, CLI_FIXTURES / "interrupted.py")
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 130
+    assert "kept: the run did not complete (exit status 130)" in proc.stdout
+    assert script.read_text() == (CLI_FIXTURES / "interrupted.py").read_text()
+
+
+def _record(**fields):
+    base = dict(executions=1, needed=False, reused_by=[], history_leak=False,
+                create_graph=False, verdict="not needed")
+    return SimpleNamespace(**{**base, **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "completed", "reason"),
+    [
+        ({}, True, None),
+        ({}, False, "kept: the run did not complete"),
+        ({"executions": 0, "verdict": "did not complete"}, True, "kept: did not complete"),
+        ({"needed": True, "reused_by": ["a.py:3"], "verdict": "needed"}, True,
+         "kept: needed (walked again by a.py:3)"),
+        # rc-core's CallRecord.reused_executions: a reuse in some runs keeps the site
+        ({"reused_executions": 2, "executions": 5, "reused_by": ["a.py:9"]}, True,
+         "kept: needed (walked again in 2 of 5 runs by a.py:9)"),
+        ({"history_leak": True}, True, "kept: needed only because history leaks"),
+        ({"create_graph": True}, True, "kept: create_graph=True retains the graph anyway"),
+        ({"verdict": "not needed so far (run stopped early)"}, True, "kept: the verdict is"),
+    ],
+    ids=["fix", "stopped", "raised", "needed", "reused", "leak", "create-graph", "so-far"],
+)
+def test_which_verdicts_are_fixed(fields, completed, reason):
+    got = refusal(_record(**fields), completed, 1)
+    assert got == reason if reason is None else got.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    ("before", "line", "after"),
+    [
+        ("y.backward(retain_graph=True)\n", 1, "y.backward()\n"),
+        ("y.backward(g, retain_graph=True)\n", 1, "y.backward(g)\n"),
+        ("y.backward(retain_graph=True, create_graph=False)\n", 1,
+         "y.backward(create_graph=False)\n"),
+        ("grad(out, x, retain_graph=True , allow_unused=True)\n", 1,
+         "grad(out, x, allow_unused=True)\n"),
+        ("y.backward(\n    retain_graph=True,\n)\n", 1, "y.backward()\n"),
+        ("grad(\n    out,\n    x,\n    retain_graph=True,\n)\n", 4, "grad(\n    out,\n    x,\n)\n"),
+        ("grad(\n    out,\n    x,\n    retain_graph=True\n)\n", 4, "grad(\n    out,\n    x\n)\n"),
+        ("(\n    y\n    .backward(retain_graph=True)\n)  # c\n", 3,
+         "(\n    y\n    .backward()\n)  # c\n"),
+        ("if ok:\n    y.backward(retain_graph=True)  # why\n", 2,
+         "if ok:\n    y.backward()  # why\n"),
+    ],
+    ids=["only", "last", "first", "middle", "only-multiline", "trailing-comma", "no-trailing",
+         "chained", "indented"],
+)
+def test_removal_keeps_the_rest_of_the_text(before, line, after):
+    new, reason = remove_at(before.encode(), line)
+    assert reason is None and new.decode() == after
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("y.backward(retain_graph=flag)\n", "kept: retain_graph=flag is not the literal True"),
+        ("y.backward(retain_graph=1)\n", "kept: retain_graph=1 is not the literal True"),
+        ("y.backward(None, True)\n", "kept: no retain_graph= keyword argument on this line"),
+        ("y.backward(**options)\n", "kept: no retain_graph= keyword argument on this line"),
+        ("a.backward(retain_graph=True); b.backward(retain_graph=True)\n",
+         "kept: 2 calls pass retain_graph= here"),
+        ("grad(out, x,  # inputs\n     retain_graph=True)\n", "kept: a comment"),
+        ("y.backward(\n    retain_graph=True,  # keep it\n    create_graph=False)\n",
+         "kept: a comment"),
+    ],
+    ids=["flag", "one", "positional", "kwargs", "two-calls", "comment-before", "comment-on"],
+)
+def test_removal_refuses_what_it_cannot_do_safely(source, reason):
+    line = 2 if source.startswith("grad(out, x,  #") else 1
+    new, why = remove_at(source.encode(), line)
+    assert new is None and why.startswith(reason), why

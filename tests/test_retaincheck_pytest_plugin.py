@@ -1,0 +1,176 @@
+"""``pytest --retaincheck``: the plugin audits each test and lists the retains not needed.
+
+Each test runs pytest inside this one (``pytester``, in process: torch is imported once),
+with plugin autoloading off, the plugin named with ``-p``, and no xdist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch  # noqa: F401  (imported before pytester's runs, which drop new modules after each)
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.timeout(60)  # each inner run takes well under a second
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HELPERS = '''
+import torch
+
+def two_losses(w, retain):
+    h = torch.tanh(w * 2)
+    h.sum().backward(retain_graph=retain)
+    h.pow(2).sum().backward()
+
+def one_loss(w):
+    torch.sigmoid(w).sum().backward(retain_graph=True)
+'''
+
+TESTS = '''
+import pytest
+import torch
+from helpers import one_loss, two_losses
+
+
+@pytest.fixture
+def w():
+    return torch.ones(3, requires_grad=True)
+
+
+def test_one_loss(w):
+    one_loss(w)
+    assert w.grad is not None
+
+
+def test_two_losses(w):
+    two_losses(w, True)
+
+
+def test_inline(w):
+    loss = torch.exp(w).sum()
+    loss.backward(retain_graph=True)
+    assert torch.allclose(w.grad, torch.exp(w))
+'''
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(helpers=HELPERS, test_train=TESTS)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest_inprocess(
+        "-p", "retaincheck.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:xdist", *args
+    )
+
+
+def section(result) -> list[str]:
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if "retaincheck" in line and "===" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    return lines[start + 1 : end]
+
+
+EXPECTED = [
+    "2 retain_graph=True call sites not needed (3 tests audited):",
+    "helpers.py:9  torch.sigmoid(w).sum().backward(retain_graph=True)",
+    "    kept 12 bytes of saved tensors; not needed in:",
+    "      test_train.py::test_one_loss",
+    "test_train.py:22  loss.backward(retain_graph=True)",
+    "    kept 12 bytes of saved tensors; not needed in:",
+    "      test_train.py::test_inline",
+]
+
+
+def test_off_unless_asked(project):
+    result = run(project)
+    result.assert_outcomes(passed=3)
+    assert result.ret == 0
+    assert not any("retaincheck" in line for line in result.outlines)
+
+
+def test_retaincheck_lists_each_unneeded_site_with_its_tests(project):
+    result = run(project, "--retaincheck")
+    result.assert_outcomes(passed=3)
+    assert result.ret == 0
+    assert section(result) == EXPECTED  # the needed one in two_losses is not listed
+
+
+def test_retaincheck_fail_makes_the_run_fail(project):
+    result = run(project, "--retaincheck-fail")
+    result.assert_outcomes(passed=3)
+    assert result.ret == 6
+    assert section(result) == [*EXPECTED, "--retaincheck-fail: exit status 6 when all tests passed"]
+    project.makepyfile(test_train=TESTS.replace("retain_graph=True", "retain_graph=False"))
+    result = run(project, "--retaincheck-fail", "-k", "inline")
+    assert result.ret == 0 and section(result) == [
+        "no retain_graph=True found not needed (1 test audited)"
+    ]
+
+
+def test_a_site_needed_by_one_test_is_never_reported(project):
+    """one_loss's retain is not needed in test_one_loss; when another test needs it, it is
+    not listed (removing it would break that test)."""
+    project.makepyfile(
+        test_more='''
+import torch
+from helpers import one_loss
+
+def test_reuses(w=None):
+    w = torch.ones(3, requires_grad=True)
+    one_loss(w)
+    torch.autograd.backward(torch.sigmoid(w).sum())
+'''
+    )
+    # test_reuses's second backward builds a new graph: one_loss is still not needed
+    result = run(project, "--retaincheck", "test_more.py", "test_train.py")
+    assert "helpers.py:9  torch.sigmoid(w).sum().backward(retain_graph=True)" in section(result)
+    helpers = HELPERS.replace(
+        "torch.sigmoid(w).sum().backward(retain_graph=True)",
+        "s = torch.sigmoid(w).sum()\n    s.backward(retain_graph=True)\n    return s",
+    )
+    project.makepyfile(helpers=helpers)
+    project.makepyfile(
+        test_more='''
+import torch
+from helpers import one_loss
+
+def test_reuses():
+    w = torch.ones(3, requires_grad=True)
+    one_loss(w).backward()  # walks the retained graph again
+'''
+    )
+    result = run(project, "--retaincheck-fail", "test_more.py", "test_train.py")
+    assert not any(line.startswith("helpers.py:") for line in section(result))
+    assert result.ret == 6  # test_inline's own retain is still not needed
+
+
+def test_failed_tests_do_not_count_and_a_marker_opts_out(project):
+    project.makepyfile(
+        test_train=TESTS.replace("assert torch.allclose", "assert not torch.allclose")
+        + '''
+
+@pytest.mark.no_retaincheck
+def test_own_audit(w):
+    import retaincheck
+
+    with retaincheck.audit() as report:
+        torch.cos(w).sum().backward(retain_graph=True)
+    assert len(report.calls) == 1
+'''
+    )
+    result = run(project, "--retaincheck-fail")
+    result.assert_outcomes(passed=3, failed=1)
+    assert result.ret == 1  # the failed test's status, not 6
+    lines = section(result)
+    assert "test_train.py:22  loss.backward(retain_graph=True)" not in lines
+    assert lines[0] == "1 retain_graph=True call site not needed (3 tests audited):"
+
+
+def test_the_plugin_is_declared_as_a_pytest11_entry_point():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '[project.entry-points.pytest11]\nretaincheck = "retaincheck.pytest_plugin"' in text
