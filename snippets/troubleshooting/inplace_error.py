@@ -68,13 +68,23 @@ h.add_(1.0)
 assert "which is output 0 of Add," in message_of(product.sum().backward)  # (7)!
 h = a.tanh()
 product = h * h
+h.pow_(torch.tensor(2.0))
+assert type(h.grad_fn).__name__ == "PowBackward1"
+assert "which is output 0 of Pow1," in message_of(product.sum().backward)  # (8)!
+h = a.tanh()
+product = h * h
 with torch.no_grad():
     h.add_(1.0)
-assert "which is output 0 of Tanh," in message_of(product.sum().backward)  # (8)!
+assert "which is output 0 of Tanh," in message_of(product.sum().backward)  # (9)!
 w = torch.randn(3, requires_grad=True)
 square = w * w
 with torch.no_grad():
     w.add_(1.0)
 text = message_of(square.sum().backward)
-assert "[torch.FloatTensor [3]] is at version" in text and "which is output" not in text  # (9)!
+assert "[torch.FloatTensor [3]] is at version" in text and "which is output" not in text  # (10)!
+
+with torch.inference_mode():
+    frozen = torch.ones(3)
+no_counter = message_of(lambda: frozen._version)
+assert no_counter == "Inference tensors do not track version counter."  # (11)!
 # --8<-- [end:proof]

@@ -18,4 +18,8 @@ except RuntimeError as error:
 # --8<-- [start:proof]
 assert message == "grad can be implicitly created only for scalar outputs"
 assert losses.shape == (8, 1)
+one_element = losses.sum().reshape(1, 1)
+one_element.backward()  # (1)!
+(by_sum,) = torch.autograd.grad(F.mse_loss(model(x), y, reduction="sum"), model.weight)
+assert one_element.shape == (1, 1) and torch.allclose(model.weight.grad, by_sum)
 # --8<-- [end:proof]

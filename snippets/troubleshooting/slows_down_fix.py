@@ -63,4 +63,28 @@ for _ in range(6):
     optimizer.step()
 assert counts == sizes  # (2)!
 assert sizes == [sizes[0]] * 6  # (3)!
+
+
+def gradients(detach):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    running_mean, grads = torch.zeros(8), []
+    for _ in range(6):
+        features = model(torch.randn(16, 4))
+        carried = running_mean.detach() if detach else running_mean
+        running_mean = 0.9 * carried + 0.1 * features.mean(0)
+        loss = (features - running_mean).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward(retain_graph=not detach)
+        grads.append([p.grad.clone() for p in model.parameters()])
+        optimizer.step()
+    return grads
+
+
+gaps = [
+    max((a - b).abs().max().item() for a, b in zip(cut, kept, strict=True))
+    for cut, kept in zip(gradients(detach=True), gradients(detach=False), strict=True)
+]
+assert gaps[0] < 1e-6 and min(gaps[1:]) > 1e-3, gaps  # (4)!
 # --8<-- [end:proof]
