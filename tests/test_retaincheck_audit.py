@@ -20,7 +20,7 @@ import retaincheck
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retaincheck"
 
-# fixture -> [(needed, history_leak), ...] per call site, in first-call order
+# fixture -> [(needed, history_leak), ...] per call site, in file-then-line order
 EXPECTED = {
     "article_example_1.py": [(False, False)],
     "article_example_3.py": [(False, False)],
@@ -38,13 +38,9 @@ EXPECTED = {
     "no_retain.py": [],
     "generator_roots.py": [(True, False)],  # roots given as a one-shot map(...)
     "hook_reentrant.py": [(True, False)],  # reused by a hook while the call still runs
-    "reuse_without_saved_tensors.py": [(True, False)],  # errs toward needed: see below
+    # the reuse executes only SumBackward0, which saves no tensor: freeing changes nothing
+    "reuse_without_saved_tensors.py": [(False, False)],
 }
-
-# "needed" verdicts where the reuse executes only nodes that hold no saved tensors: the script
-# works without the flag too. The page documents this; the ground truth is checked the other
-# way round for them (runs, identical results).
-NEEDED_BUT_RUNS_WITHOUT = {"reuse_without_saved_tensors.py"}
 
 
 def test_every_fixture_has_an_expectation():
@@ -138,7 +134,7 @@ def test_verdicts_agree_with_running_the_script_without_the_retain(name, tmp_pat
     plain, _ = run_script(original, audited=False)
     for call in report.calls:
         copy = _without_retain(original, call, tmp_path)
-        if call.needed and name not in NEEDED_BUT_RUNS_WITHOUT:
+        if call.needed:
             with pytest.raises(RuntimeError, match="backward through the graph a second time"):
                 run_script(copy, audited=False)
         else:
@@ -163,7 +159,9 @@ def test_the_suggestions_name_the_fix():
 
     assert suggestion("article_example_1.py").startswith("remove retain_graph=True")
     assert "sum the losses" in suggestion("two_losses.py")
-    assert "is_grads_batched=True" in suggestion("repeated_grad.py")
+    assert "all the inputs in one call" in suggestion("repeated_grad.py")
+    assert "is_grads_batched" not in suggestion("repeated_grad.py")
+    assert "is_grads_batched" not in suggestion("jacobian_rows.py")  # other outputs each row
     assert "retain_graph=False" in suggestion("double_backward_only.py")
     assert "h.detach()" in suggestion("rnn_leak.py")
 
@@ -192,7 +190,9 @@ def test_no_saved_tensors_means_zero_bytes_and_an_empty_script_an_empty_report()
     _, report = run_script(FIXTURES / "no_saved_tensors.py", audited=True)
     assert [c.retained_bytes for c in report.calls] == [0]
     _, report = run_script(FIXTURES / "no_retain.py", audited=True)
-    assert report.calls == [] and report.to_dict() == {"calls": []}
+    assert report.calls == [] and report.to_dict() == {
+        "completed": True, "stopped_by": None, "total_retained_bytes": 0, "calls": []
+    }
     assert "no backward() or autograd.grad() call used retain_graph=True" in report.format()
 
 
