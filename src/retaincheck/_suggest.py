@@ -46,9 +46,11 @@ def suggestion(record) -> str:
             "keep it (create_graph=True already implies retain_graph=True, so the flag "
             "itself can go)"
         )
-    if OTHER_BACKWARD in notes and record.kind == "backward" and not (
-        notes & {OTHER_GRAD, SELF, UNSEEN}
-    ):
+    if record.kind == "backward" and notes & {OTHER_BACKWARD, SELF} and not notes & {
+        OTHER_GRAD, UNSEEN
+    }:
+        # Only backward() calls walked it again: the losses could be one sum, unless the
+        # gradients are used in between.
         if STEP_BETWEEN in notes:
             return (
                 "keep it: an optimizer step ran between this backward() and the one that "
@@ -58,27 +60,21 @@ def suggestion(record) -> str:
             )
         return (
             "keep it, or, if the gradients are only added (no zero_grad(), optimizer step or "
-            "gradient read between the two backward() calls), sum the losses and call "
+            "gradient read between the backward() calls), sum the losses and call "
             "backward() once"
         )
     if SELF in notes and not notes & {OTHER_BACKWARD, OTHER_GRAD, UNSEEN}:
         if record.kind == "grad" and NOT_ROWS not in notes:
             if ROWS in notes and SAME_OUTPUTS not in notes:
                 return (
-                    "keep it, or compute all rows in one call: pass the stacked grad_outputs "
-                    "with is_grads_batched=True"
+                    "keep it, or, if every grad_outputs is known before the first call (rows "
+                    "of one Jacobian, not a power iteration), compute them in one call with "
+                    "is_grads_batched=True"
                 )
             if SAME_OUTPUTS in notes and ROWS not in notes:
                 return (
                     "keep it, or take the gradients with respect to all the inputs in one "
                     "call: torch.autograd.grad(outputs, [input_1, input_2, ...])"
                 )
-        if record.kind == "backward":
-            if STEP_BETWEEN in notes:
-                return "keep it: later runs of this line walk the same graph after an optimizer step"
-            return (
-                "keep it: later runs of this line walk the same forward pass again; if the "
-                "gradients are only added, sum those losses and call backward() once"
-            )
         return "keep it: later runs of this grad() line take gradients through the same graph"
-    return "keep it: a later call walks this graph again"
+    return "keep it: this graph is walked again by " + ", ".join(record.reused_by)
