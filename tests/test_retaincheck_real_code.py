@@ -48,14 +48,28 @@ EXPECTED = {
 
 
 def sites(path: Path) -> dict[str, int]:
-    """site name -> line number of its tag."""
+    """site name -> line number of its tag: the first line of the call (what the audit reports
+    as the call's line); the flag is on that line or on one of the call's next lines."""
     found = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, 1):
         match = SITE.search(line)
         if match:
-            assert "retain_graph=True" in line, f"{path.name}:{number}: tag on a line without the flag"
+            assert "retain_graph=True" in _call_text(lines, number), f"{path.name}:{number}"
             found[match.group(1)] = number
     return found
+
+
+def _call_text(lines: list[str], number: int) -> str:
+    """The call that starts on line ``number``, up to its closing parenthesis."""
+    text, depth = "", 0
+    for line in lines[number - 1 :]:
+        code = line.split("#")[0]
+        text += code + "\n"
+        depth += code.count("(") - code.count(")")
+        if depth <= 0:
+            break
+    return text
 
 
 def run(path: Path, source: str | None = None, audited: bool = False):
@@ -82,19 +96,21 @@ def same(a, b) -> bool:
         return type(a) is type(b) and str(a) == str(b)
     return len(a) == len(b) and all(
         (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
-        for x, y in zip(a, b)
+        for x, y in zip(a, b, strict=True)
     )
 
 
 def truth(path: Path, line: int, baseline) -> str:
     """Switch that one flag off and look."""
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    lines[line - 1] = lines[line - 1].replace("retain_graph=True", "retain_graph=False", 1)
+    at = next(i for i in range(line - 1, len(lines)) if "retain_graph=True" in lines[i])
+    lines[at] = lines[at].replace("retain_graph=True", "retain_graph=False", 1)
     outcome, _ = run(path, "".join(lines))
     if isinstance(baseline, BaseException):  # the original run stops: nothing to compare with
         assert same(outcome, baseline), outcome
         return STOPS
-    if isinstance(outcome, RuntimeError) and "backward through the graph a second time" in str(outcome):
+    twice = "backward through the graph a second time"
+    if isinstance(outcome, RuntimeError) and twice in str(outcome):
         return NEEDED
     assert not isinstance(outcome, BaseException), f"another error: {outcome!r}"
     return NOT_NEEDED if same(outcome, baseline) else NEEDED

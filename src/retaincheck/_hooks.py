@@ -140,7 +140,6 @@ class Session:
         session = self
         roots_arg = "tensors" if kind == "backward" else "outputs"
         positions = _BACKWARD_POS if kind == "backward" else _GRAD_POS
-        retain_pos = positions.index("retain_graph")
         create_pos = positions.index("create_graph")
         simple = set(signature.parameters)
 
@@ -154,7 +153,7 @@ class Session:
                 except TypeError:  # let torch raise its own error
                     return original(*args, **kwargs)
             else:
-                arguments = dict(zip(positions, args))
+                arguments = dict(zip(positions, args, strict=False))
                 arguments.update(kwargs)
             retain = arguments.get("retain_graph")
             explicit = retain is not None and bool(retain)
@@ -260,6 +259,9 @@ class Session:
         self.stack.append(call)
         try:
             result = original(*args, **kwargs)
+        except BaseException:
+            call.executed = []  # tags refer to the call (tag.last): never the other way round
+            raise
         finally:
             self.stack.pop()
             call.steps = self.steps
@@ -270,6 +272,7 @@ class Session:
             if create:
                 record.create_graph = True
             self.measure(record, call)
+        call.executed = []
         return result
 
     def fired(self, tag: _Tag):
@@ -435,7 +438,9 @@ def _refs(tensors):
 
 
 def _same(x, y) -> bool:
-    return len(x) == len(y) and all(p() is not None and p() is q() for p, q in zip(x, y))
+    if len(x) != len(y):
+        return False
+    return all(p() is not None and p() is q() for p, q in zip(x, y, strict=True))
 
 
 def _grad_pattern(prev, call) -> str:

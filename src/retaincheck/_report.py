@@ -164,7 +164,9 @@ class Report:
                 "nothing reused before that is only \"not needed so far\""
             )
         if not self.calls:
-            lines.append("retaincheck: no backward() or autograd.grad() call used retain_graph=True.")
+            lines.append(
+                "retaincheck: no backward() or autograd.grad() call used retain_graph=True."
+            )
             return "\n".join(lines) + "\n"
         n = len(self.calls)
         lines += [f"retaincheck: {n} call site{'s' if n != 1 else ''} used retain_graph=True", ""]

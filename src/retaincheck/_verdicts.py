@@ -47,7 +47,8 @@ def stopped_by(exc_type, exc) -> str | None:
         if code is None or code == 0:
             return None
         return f"SystemExit({code!r})"
-    message = str(exc).strip().splitlines()[0].strip() if exc is not None and str(exc).strip() else ""
+    text = str(exc).strip() if exc is not None else ""
+    message = text.splitlines()[0].strip() if text else ""
     if len(message) > 120:
         message = message[:117] + "..."
     return f"{exc_type.__name__}: {message}" if message else exc_type.__name__
