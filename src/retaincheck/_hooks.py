@@ -27,7 +27,7 @@ import weakref
 
 from . import _suggest as notes
 from ._report import CallRecord, Report
-from ._sizes import distinct_bytes, saved_tensors, storage_key
+from ._sizes import distinct_bytes, saved_tensor_names, saved_tensors, storage_key
 
 KEY = "retaincheck"
 LOCK = threading.Lock()
@@ -41,17 +41,41 @@ class _Tag:
     node's own hook dictionary (the node's metadata holds a weak reference to it), so it dies
     with the node, and a dead tag means a dead node."""
 
-    __slots__ = ("session", "seq", "storages", "last", "keepers", "__weakref__")
+    __slots__ = (
+        "session", "seq", "storages", "nbytes", "last", "keepers", "epoch", "__weakref__",
+    )
 
     def __init__(self, session: Session, seq: int):
         self.session = session
         self.seq = seq  # the node's sequence number: when it was built
         self.storages: tuple = ()  # ((key, nbytes), ...) of its saved tensors, parameters left out
+        self.nbytes = 0  # their total
         self.last: Call | None = None  # the call that executed the node last
         self.keepers: set | None = None  # records whose runs executed it and kept it
+        self.epoch: tuple | None = None  # (record, iteration of that record it was built in)
 
     def __call__(self, grad_outputs):  # the pre-hook; returns None, so grads are untouched
         try:
+            stack = self.session.stack
+            call = stack[-1] if stack else None
+            prev = self.last
+            keepers = self.keepers
+            if (
+                call is not None
+                and prev is not None
+                and call.pair is prev
+                and prev is not call
+                and call.retaining
+                and keepers is not None
+                and call.record in keepers
+            ):
+                # The common case in a loop over one forward pass: this call's reuse of that
+                # earlier call is already recorded and the node is already kept.
+                if call.epochs is not None:
+                    call.epochs.add(self.session.epoch(call.record, self))
+                call.executed.append(self)
+                self.last = call
+                return None
             self.session.fired(self)
         except Exception:  # never break the user's backward; mark it needed
             last = self.last
@@ -63,7 +87,7 @@ class _Tag:
 class Call:
     __slots__ = (
         "record", "kind", "key", "index", "retaining", "keeps", "executed", "epochs", "steps",
-        "rows",
+        "rows", "pair", "grew",
     )
 
     def __init__(self, record, kind, key, index, retaining, keeps, steps):
@@ -77,13 +101,21 @@ class Call:
         self.epochs: set[int] | None = None  # iterations of the nodes it reused from its own line
         self.steps = steps  # optimizer steps counted when the call ended
         self.rows = None  # (outputs, inputs) weak refs, for grad() with grad_outputs
+        self.pair: Call | None = None  # the last earlier call whose reuse this call recorded
+        self.grew = False  # this call added a node to those its record keeps
 
 
 class Session:
     def __init__(self):
         import torch
 
+        from torch.autograd.graph import GradientEdge
+        from torch.overrides import is_tensor_like
+
         self.torch = torch
+        self.tensor_type = torch.Tensor
+        self.gradient_edge = GradientEdge
+        self.is_tensor_like = is_tensor_like
         self.report = Report()
         self.records: dict[tuple[str, int], CallRecord] = {}
         self.started: dict[CallRecord, list[int]] = {}  # record -> sequence nr at each run's start
@@ -100,6 +132,7 @@ class Session:
         self.own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
         self.code_kind: dict = {}  # code object -> 0 skip, 1 torch internal, 2 user
         self.display: dict = {}
+        self.sites: dict = {}  # (code object, line) -> its site
         self.originals: dict[str, object] = {}
 
     # -- patching ---------------------------------------------------------------------------
@@ -211,14 +244,24 @@ class Session:
             path = self.display[(filename, cwd)] = _display_path(filename, cwd)
         return path
 
+    def site_of(self, frame):
+        """(key, "file:line", function, filename) of a frame's current line, cached."""
+        code = frame.f_code
+        cache_key = (code, frame.f_lineno)
+        site = self.sites.get(cache_key)
+        if site is None:
+            filename = code.co_filename
+            key = (self.display_path(filename), frame.f_lineno)
+            site = (key, f"{key[0]}:{key[1]}", code.co_name, filename)
+            self.sites[cache_key] = site
+        return site
+
     def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit):
         frame, user = self.caller()
         if frame is not None:
-            filename = frame.f_code.co_filename
-            key = (self.display_path(filename), frame.f_lineno)
-            function = frame.f_code.co_name
+            key, key_text, function, filename = self.site_of(frame)
         else:
-            key, function, filename = ("?", 0), "?", "?"
+            key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
         del frame
         record = None
         retaining = explicit and user
@@ -244,13 +287,13 @@ class Session:
             index = len(starts) + 1
             if retaining:
                 starts.append(self.seq_nr())
-        call = Call(record, kind, f"{key[0]}:{key[1]}", index, retaining, keeps, self.steps)
+        call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
         roots = arguments.get(roots_arg)
         if retaining:
             # Hook the graph BEFORE the call runs: its own pass shows which nodes it executes,
             # and a reuse during the call (a tensor hook calling autograd.grad) is seen too.
             self.hook_graph(record, roots)
-            if kind == "grad":
+            if kind == "grad" and notes.NOT_ROWS not in record.notes:
                 call.rows = (
                     _refs(roots),
                     _refs(arguments.get("inputs")),
@@ -261,6 +304,7 @@ class Session:
             result = original(*args, **kwargs)
         except BaseException:
             call.executed = []  # tags refer to the call (tag.last): never the other way round
+            call.pair = call.epochs = None
             raise
         finally:
             self.stack.pop()
@@ -272,27 +316,49 @@ class Session:
             if create:
                 record.create_graph = True
             self.measure(record, call)
-        call.executed = []
+        call.executed = []  # what the call ran and reused matters only while it runs: drop
+        call.pair = call.epochs = None  # it, so that finished calls never chain up in memory
         return result
 
     def fired(self, tag: _Tag):
-        call = self.stack[-1] if self.stack else None
+        stack = self.stack
+        call = stack[-1] if stack else None
         prev = tag.last
         if prev is not None:
             if prev is call:  # the node ran twice in one call: a walk the audit did not see
                 self.reused(prev, None, tag)
             elif prev.keeps:
-                self.reused(prev, call, tag)
+                if call is not None and call.pair is prev:  # a known pair: only the node's
+                    if call.epochs is not None and call.record is prev.record:
+                        # iteration can be new
+                        call.epochs.add(self.epoch(prev.record, tag))
+                else:
+                    self.reused(prev, call, tag)
+                    if call is not None:
+                        call.pair = prev
         if call is not None and prev is not call:
             if call.retaining:
                 call.executed.append(tag)
-                if tag.keepers is None:
-                    tag.keepers = set()
+                keepers = tag.keepers
+                if keepers is None:
+                    keepers = tag.keepers = set()
                     self.live[id(tag)] = weakref.ref(tag)
-                tag.keepers.add(call.record)
+                if call.record not in keepers:
+                    keepers.add(call.record)
+                    call.grew = True
             elif not call.keeps:
                 tag.keepers = None  # this pass frees the node's saved tensors
         tag.last = call
+
+    def epoch(self, record: CallRecord, tag: _Tag) -> int:
+        """How many runs of the record's line had started when the tag's node was built. Fixed
+        once known: every later run starts after the node was built."""
+        known = tag.epoch
+        if known is not None and known[0] is record:
+            return known[1]
+        epoch = bisect.bisect_right(self.started[record], tag.seq)
+        tag.epoch = (record, epoch)
+        return epoch
 
     def reused(self, prev: Call, call: Call | None, tag: _Tag):
         record = prev.record
@@ -311,11 +377,11 @@ class Session:
             record.notes.add(notes.UNSEEN)
         elif call.record is record:
             record.notes.add(notes.SELF)
-            if call.index > prev.index:
+            if call.index > prev.index and not record.history_leak:
                 if call.epochs is None:
                     call.epochs = set()
-                call.epochs.add(bisect.bisect_right(self.started[record], tag.seq))
-            if record.kind == "grad":
+                call.epochs.add(self.epoch(record, tag))
+            if record.kind == "grad" and notes.NOT_ROWS not in record.notes:
                 record.notes.add(_grad_pattern(prev.rows, call.rows))
         else:
             record.notes.add(notes.OTHER_GRAD if call.kind == "grad" else notes.OTHER_BACKWARD)
@@ -325,27 +391,29 @@ class Session:
     # -- graphs -------------------------------------------------------------------------------
     def single_root(self, roots) -> bool:
         """True for what torch itself treats as one root: a tensor(-like) or a GradientEdge."""
-        from torch.autograd.graph import GradientEdge
-        from torch.overrides import is_tensor_like
-
-        return is_tensor_like(roots) or isinstance(roots, GradientEdge)
+        if isinstance(roots, self.tensor_type):
+            return True
+        return self.is_tensor_like(roots) or isinstance(roots, self.gradient_edge)
 
     def hook_graph(self, record: CallRecord, roots):
-        from torch.autograd.graph import GradientEdge
-
+        GradientEdge = self.gradient_edge
         torch = self.torch
-        if self.single_root(roots):
-            roots = (roots,)
-        try:
-            roots = tuple(roots)
-        except TypeError:
-            roots = ()
-        stack = []
-        for root in roots:
-            if isinstance(root, GradientEdge):
-                stack.append(root.node)
-            elif isinstance(root, torch.Tensor) and root.grad_fn is not None:
-                stack.append(root.grad_fn)
+        tensor = self.tensor_type
+        if isinstance(roots, tensor):
+            stack = [roots.grad_fn]
+        else:
+            if self.single_root(roots):
+                roots = (roots,)
+            try:
+                roots = tuple(roots)
+            except TypeError:
+                roots = ()
+            stack = []
+            for root in roots:
+                if isinstance(root, GradientEdge):
+                    stack.append(root.node)
+                elif isinstance(root, tensor) and root.grad_fn is not None:
+                    stack.append(root.grad_fn)
         seen: set[int] = set()
         nodes = []
         new = []
@@ -355,20 +423,23 @@ class Session:
                 continue
             seen.add(id(node))
             nodes.append(node)  # keeps ids unique during the walk
-            if type(node).__name__ == "AccumulateGrad":
-                key = storage_key(getattr(node, "variable", None))
-                if key is not None:
-                    self.params.add(key[0])
-                continue
-            try:
-                metadata = node.metadata
-                ref = metadata.get(KEY)
-            except Exception:
-                metadata = ref = None
-            tag = ref() if ref is not None else None
-            if tag is not None and tag.session is self:
-                continue  # hooked by an earlier walk, and its whole subgraph with it
-            new.append((node, metadata))
+            node_type = type(node)
+            names, opaque = saved_tensor_names(node_type)
+            if names or opaque:  # it may hold saved tensors: hooked already?
+                if node_type.__name__ == "AccumulateGrad":
+                    key = storage_key(getattr(node, "variable", None))
+                    if key is not None:
+                        self.params.add(key[0])
+                    continue
+                try:
+                    metadata = node.metadata
+                    ref = metadata.get(KEY)
+                except Exception:
+                    metadata = ref = None
+                tag = ref() if ref is not None else None
+                if tag is not None and tag.session is self:
+                    continue  # hooked by an earlier walk, and its whole subgraph with it
+                new.append((node, metadata))
             for next_node, _ in node.next_functions:
                 if next_node is not None:
                     stack.append(next_node)
@@ -385,6 +456,7 @@ class Session:
                     if key is not None and key[0] not in self.params:
                         storages[key[0]] = key[1]
                 tag.storages = tuple(storages.items())
+                tag.nbytes = sum(storages.values())
                 handle = node.register_prehook(tag)
                 if metadata is None:  # cannot remember the tag: hook again next time (safe)
                     metadata = {}
@@ -401,9 +473,15 @@ class Session:
 
     def measure(self, record: CallRecord, call: Call):
         """Bytes of this run, and the site's and all sites' peak of kept bytes at once."""
-        run = distinct_bytes(t.storages for t in call.executed if t.keepers)
-        if run > record.retained_bytes:
-            record.retained_bytes = run
+        executed = call.executed
+        if sum(t.nbytes for t in executed) > record.retained_bytes:  # an upper bound first
+            run = distinct_bytes(t.storages for t in executed if t.keepers)
+            if run > record.retained_bytes:
+                record.retained_bytes = run
+        if not call.grew:
+            # Nothing new is kept: what the site and all sites keep at once can only have
+            # shrunk since the last measure (nodes died or were freed), so no peak is missed.
+            return
         mine, everyone = [], []
         dead = []
         for key, ref in self.live.items():
@@ -428,10 +506,8 @@ def _refs(tensors):
     if tensors is None:
         return ()
     try:
-        from torch.overrides import is_tensor_like
-
-        if is_tensor_like(tensors):
-            tensors = (tensors,)
+        if hasattr(tensors, "grad_fn"):  # one tensor
+            return (weakref.ref(tensors),)
         return tuple(weakref.ref(t) for t in tensors)
     except TypeError:
         return ()

@@ -18,23 +18,23 @@ import re
 # hold saved tensors that Python cannot see: it is treated as holding some ("opaque").
 _GENERATED = re.compile(r"Backward\d*$")
 
-_names: dict[type, tuple[str, ...]] = {}
+_types: dict[type, tuple[tuple[str, ...], bool]] = {}
 
 
-def saved_tensor_names(node_type: type) -> tuple[str, ...]:
-    names = _names.get(node_type)
-    if names is None:
+def saved_tensor_names(node_type: type) -> tuple[tuple[str, ...], bool]:
+    """(the ``_raw_saved_*`` attributes of a node type, whether the type is opaque)."""
+    known = _types.get(node_type)
+    if known is None:
         names = tuple(a for a in dir(node_type) if a.startswith("_raw_saved_"))
-        _names[node_type] = names
-    return names
+        opaque = not names and not _GENERATED.search(node_type.__name__)
+        known = _types[node_type] = (names, opaque)
+    return known
 
 
 def saved_tensors(node, tensor_type) -> tuple[list, bool]:
     """(the defined saved tensors of ``node``, whether the node may hold saved tensors Python
     cannot see). Reads the packed values: never calls an unpack hook."""
-    node_type = type(node)
-    names = saved_tensor_names(node_type)
-    opaque = not names and not _GENERATED.search(node_type.__name__)
+    names, opaque = saved_tensor_names(type(node))
     found = []
     for name in names:
         try:
