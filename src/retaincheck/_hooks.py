@@ -8,8 +8,9 @@ tensors (a node without them can run again after it was freed: freeing it change
 The walk stops at nodes hooked by an earlier walk: their whole subgraph was hooked then.
 
 A node's pre-hook runs when a backward pass executes the node, and only then
-(``torch/csrc/autograd/engine.cpp``: ``call_function`` runs ``call_pre_hooks``; nodes that
-``exec_info_`` marks as not needed are never called). Each hook remembers the call that
+(``torch/csrc/autograd/engine.cpp``: ``call_function`` runs ``call_pre_hooks``;
+``Engine::evaluate_function`` returns before ``call_function`` for a node that ``exec_info_``
+marks as not needed). Each hook remembers the call that
 executed its node last. When a pass executes a node whose last executor was a run of a
 ``retain_graph=True`` line, that run's retention was needed. A call executes a node at most
 once, so a second firing during the same call is a walk the audit did not see start; it still
@@ -32,6 +33,7 @@ from ._sizes import distinct_bytes, saved_tensor_names, saved_tensors, storage_k
 KEY = "retaincheck"
 LOCK = threading.Lock()
 
+_SIGNATURES: dict = {}
 _BACKWARD_POS = ("tensors", "grad_tensors", "retain_graph", "create_graph")
 _GRAD_POS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph")
 
@@ -108,7 +110,6 @@ class Call:
 class Session:
     def __init__(self):
         import torch
-
         from torch.autograd.graph import GradientEdge
         from torch.overrides import is_tensor_like
 
@@ -167,9 +168,11 @@ class Session:
         self.live.clear()
 
     def _wrap(self, original, kind):
-        import inspect
+        signature = _SIGNATURES.get(original)
+        if signature is None:
+            import inspect
 
-        signature = inspect.signature(original)
+            signature = _SIGNATURES[original] = inspect.signature(original)
         session = self
         roots_arg = "tensors" if kind == "backward" else "outputs"
         positions = _BACKWARD_POS if kind == "backward" else _GRAD_POS

@@ -3,8 +3,9 @@
 * **needed**: a later pass (another call, a later run of the same line, or a call made while
   this one was still running) executed a node that a run of this line had executed, that
   still held defined saved tensors. With ``retain_graph=False`` that run would have freed them
-  (``torch/csrc/autograd/engine.cpp``, ``call_function``: ``fn.release_variables()`` unless
-  ``keep_graph``), and the later pass would have raised in ``SavedVariable::unpack``.
+  (``torch/csrc/autograd/engine.cpp``, ``Engine::evaluate_function``: after
+  ``call_function``, ``fn.release_variables()`` unless ``keep_graph_``), and the later pass
+  would have raised in ``SavedVariable::unpack`` (``torch/csrc/autograd/saved_variable.cpp``).
   Only nodes the call itself executed count: ``autograd.grad`` with ``inputs`` runs only the
   nodes between its outputs and its inputs (``GraphTask::init_to_execute`` fills
   ``exec_info_``; ``Engine::evaluate_function`` skips a node whose ``needed_`` is false), so
