@@ -51,6 +51,17 @@ def suggestion(record) -> str:
     }:
         # Only backward() calls walked it again: the losses could be one sum, unless the
         # gradients are used in between.
+        if SELF in notes:
+            # Later runs of this line walked it: several losses of one forward pass (loss
+            # modules, one loss per layer), or state carried across iterations that the
+            # audit could not yet tell apart (a run that stopped after two iterations).
+            return (
+                "keep it if these backward() calls reuse one forward pass on purpose: if the "
+                "gradients are only added (no zero_grad(), optimizer step or gradient read in "
+                "between), sum the losses and call backward() once; if instead a hidden state "
+                "or running total is carried into the next iteration, detach it "
+                "(h = h.detach()) and drop the flag"
+            )
         if STEP_BETWEEN in notes:
             return (
                 "keep it: an optimizer step ran between this backward() and the one that "
