@@ -1,15 +1,27 @@
-"""How much slower is a training step under retaincheck.audit()?
+"""How much slower is a step under retaincheck.audit()?
 
-Realistic CPU steps for an MLP and a small CNN, each in two versions: a plain step (one loss,
-no retain_graph) and a step with two losses from one forward pass (the first backward retains
-the graph, so the audit walks and hooks it). Plain and audited steps alternate in the same run,
-and the ratio of their median times is reported. Run: ``python benchmarks/retaincheck_overhead.py``.
-It also writes ``benchmarks/results/retaincheck_overhead.json`` (machine, torch, date, load
-average, every ratio); the retaincheck page quotes the range of the committed ratios.
+Two kinds of workload, each run plain and audited side by side in one process:
+
+* **training steps** on CPU: an MLP (784-512-256-10, batch 128) and a small CNN (two
+  convolutions, batch 64), each with one loss (no retain_graph) and with two losses from one
+  forward pass (the first ``backward(retain_graph=True)``, so the audit walks and hooks it);
+* **many small hooked calls**: a per-class gradient loop as in DeepFool-style attacks, one
+  forward of a small CNN on one 3x32x32 image, then 40 ``torch.autograd.grad(logits[:, c].sum(),
+  x, retain_graph=True)`` calls, one per class (issue 16's slow case), on a 3x64x64 image
+  with 16 and 32 channels, and on a 3x32x32 image with 8 and 16 channels (calls of about
+  0.2 ms each, where the audit's fixed cost per call weighs most).
+
+Plain and audited blocks alternate (which goes first alternates too); each block's time is the
+thread's CPU time (``time.thread_time``), so that other processes on a loaded machine do not
+count; the ratio of a round is audited/plain and the result is the median over the rounds.
+Run: ``python benchmarks/retaincheck_overhead.py [--quick] [--src DIR] [--out FILE]``
+(``--src`` imports retaincheck from another checkout, to measure an older version). It writes
+``benchmarks/results/retaincheck_overhead.json`` and ``.md`` unless ``--quick``.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -23,8 +35,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "retaincheck_overhead.json"
-sys.path.insert(0, str(ROOT / "src"))
-import retaincheck  # noqa: E402
 
 
 def mlp():
@@ -43,7 +53,7 @@ def cnn():
     ), torch.randn(64, 1, 28, 28)
 
 
-def make_step(model, x, two_losses):
+def training_step(model, x, two_losses):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     target = torch.randint(0, 10, (x.shape[0],))
 
@@ -61,57 +71,133 @@ def make_step(model, x, two_losses):
     return step
 
 
-def measure(step, rounds=15, steps_per_round=5):
-    plain, audited = [], []
+def per_class_step(size=64, channels=(16, 32)):
+    c1, c2 = channels
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, c1, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(c1, c2, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(4),
+        torch.nn.Flatten(), torch.nn.Linear(c2 * 16, 40),
+    )
+    image = torch.randn(1, 3, size, size)
+
+    def step():
+        x = image.clone().requires_grad_(True)
+        logits = net(x)
+        for c in range(40):
+            torch.autograd.grad(logits[:, c].sum(), x, retain_graph=True)
+
+    return step
+
+
+def measure(step, audit, rounds, steps_per_block):
+    """Median plain and audited CPU time per step, and the median of the rounds' ratios."""
     for _ in range(3):
         step()
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(steps_per_round):
-            step()
-        plain.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        with retaincheck.audit():
-            for _ in range(steps_per_round):
-                step()
-        audited.append(time.perf_counter() - t0)
-    p, a = statistics.median(plain), statistics.median(audited)
-    return p / steps_per_round, a / steps_per_round
+    plain, audited, ratios = [], [], []
+    for r in range(rounds):
+        times = {}
+        for audited_block in ((False, True) if r % 2 == 0 else (True, False)):
+            t0 = time.thread_time()
+            if audited_block:
+                with audit():
+                    for _ in range(steps_per_block):
+                        step()
+            else:
+                for _ in range(steps_per_block):
+                    step()
+            times[audited_block] = (time.thread_time() - t0) / steps_per_block
+        plain.append(times[False])
+        audited.append(times[True])
+        ratios.append(times[True] / times[False])
+    return statistics.median(plain), statistics.median(audited), statistics.median(ratios)
 
 
-def main():
+WORKLOADS = [
+    ("MLP 784-512-256-10, batch 128", "one loss, no retain", "training",
+     lambda: training_step(*mlp(), two_losses=False)),
+    ("MLP 784-512-256-10, batch 128", "two losses, retain_graph=True", "training",
+     lambda: training_step(*mlp(), two_losses=True)),
+    ("CNN 2 conv, batch 64", "one loss, no retain", "training",
+     lambda: training_step(*cnn(), two_losses=False)),
+    ("CNN 2 conv, batch 64", "two losses, retain_graph=True", "training",
+     lambda: training_step(*cnn(), two_losses=True)),
+    ("CNN 16-32 channels, one 3x64x64 image", "40 per-class autograd.grad(retain_graph=True)",
+     "many small calls", per_class_step),
+    ("CNN 8-16 channels, one 3x32x32 image", "40 per-class autograd.grad(retain_graph=True)",
+     "many tiny calls", lambda: per_class_step(32, (8, 16))),
+]
+
+
+def run(audit, rounds, steps_per_block, quiet=False):
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, 1 thread; times are medians of per-step times")
-    load_before = os.getloadavg()
     rows = []
-    for name, factory in (("MLP 784-512-256-10, batch 128", mlp), ("CNN 2 conv, batch 64", cnn)):
-        for two in (False, True):
-            model, x = factory()
-            plain, audited = measure(make_step(model, x, two))
-            ratio = audited / plain
-            kind = "two losses, retain_graph=True" if two else "one loss, no retain"
-            rows.append({"model": name, "step": kind, "plain_ms": round(plain * 1e3, 3),
-                         "audited_ms": round(audited * 1e3, 3), "ratio": round(ratio, 3)})
-            print(f"{name:32s} {kind:31s} plain {plain * 1e3:7.2f} ms  "
-                  f"audited {audited * 1e3:7.2f} ms  ratio {ratio:.3f}")
-    ratios = [r["ratio"] for r in rows]
-    print(f"ratios from {min(ratios):.2f} to {max(ratios):.2f}")
+    for model, step_name, kind, factory in WORKLOADS:
+        plain, audited, ratio = measure(factory(), audit, rounds, steps_per_block)
+        rows.append({"model": model, "step": step_name, "kind": kind,
+                     "plain_ms": round(plain * 1e3, 3), "audited_ms": round(audited * 1e3, 3),
+                     "ratio": round(ratio, 3)})
+        if not quiet:
+            print(f"{model:34s} {step_name:46s} plain {plain * 1e3:7.2f} ms  "
+                  f"audited {audited * 1e3:7.2f} ms  ratio {ratio:.3f}", flush=True)
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="few rounds, write nothing")
+    parser.add_argument("--src", default=str(ROOT / "src"), help="where retaincheck is")
+    parser.add_argument("--out", default=None, help="JSON file to write (default: results)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, args.src)
+    import retaincheck
+
+    rounds, steps = (5, 2) if args.quick else (21, 3)
+    print(f"torch {torch.__version__}, 1 thread, retaincheck from {args.src}; "
+          f"{rounds} interleaved rounds of {steps} steps, medians of CPU time")
+    load_before = os.getloadavg()
+    rows = run(retaincheck.audit, rounds, steps)
+    if args.quick:
+        return rows
+    training = [r["ratio"] for r in rows if r["kind"] == "training"]
+    small = [r["ratio"] for r in rows if r["kind"] == "many small calls"]
+    tiny = [r["ratio"] for r in rows if r["kind"] == "many tiny calls"]
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
         "python": platform.python_version(),
         "torch": torch.__version__,
         "threads": 1,
+        "timer": "time.thread_time (CPU time of the benchmark's thread)",
+        "rounds": rounds,
+        "steps_per_block": steps,
         "date": datetime.date.today().isoformat(),
         "load_average_before": [round(v, 2) for v in load_before],
         "load_average_after": [round(v, 2) for v in os.getloadavg()],
         "rows": rows,
-        "min_ratio": min(ratios),
-        "max_ratio": max(ratios),
+        "min_ratio": min(training),
+        "max_ratio": max(training),
+        "many_small_calls_ratio": max(small),
+        "many_tiny_calls_ratio": max(tiny),
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {RESULT.relative_to(ROOT)}")
+    out = Path(args.out) if args.out else RESULT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    lines = [
+        f"# retaincheck overhead ({result['date']}, torch {result['torch']}, "
+        f"{result['machine']}, 1 thread)",
+        "",
+        "| model | step | plain ms | audited ms | ratio |",
+        "|---|---|---:|---:|---:|",
+        *(f"| {r['model']} | {r['step']} | {r['plain_ms']:.2f} | {r['audited_ms']:.2f} | "
+          f"{r['ratio']:.3f} |" for r in rows),
+        "",
+        f"Median over {rounds} interleaved rounds of {steps} steps, CPU time of the thread. "
+        f"Load average before {result['load_average_before']}, after "
+        f"{result['load_average_after']}.",
+    ]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {out} and {out.with_suffix('.md').name}")
+    return rows
 
 
 if __name__ == "__main__":

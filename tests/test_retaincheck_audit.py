@@ -20,7 +20,7 @@ import retaincheck
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retaincheck"
 
-# fixture -> [(needed, history_leak), ...] per call site, in first-call order
+# fixture -> [(needed, history_leak), ...] per call site, in file-then-line order
 EXPECTED = {
     "article_example_1.py": [(False, False)],
     "article_example_3.py": [(False, False)],
@@ -38,13 +38,9 @@ EXPECTED = {
     "no_retain.py": [],
     "generator_roots.py": [(True, False)],  # roots given as a one-shot map(...)
     "hook_reentrant.py": [(True, False)],  # reused by a hook while the call still runs
-    "reuse_without_saved_tensors.py": [(True, False)],  # errs toward needed: see below
+    # the reuse executes only SumBackward0, which saves no tensor: freeing changes nothing
+    "reuse_without_saved_tensors.py": [(False, False)],
 }
-
-# "needed" verdicts where the reuse executes only nodes that hold no saved tensors: the script
-# works without the flag too. The page documents this; the ground truth is checked the other
-# way round for them (runs, identical results).
-NEEDED_BUT_RUNS_WITHOUT = {"reuse_without_saved_tensors.py"}
 
 
 def test_every_fixture_has_an_expectation():
@@ -138,7 +134,7 @@ def test_verdicts_agree_with_running_the_script_without_the_retain(name, tmp_pat
     plain, _ = run_script(original, audited=False)
     for call in report.calls:
         copy = _without_retain(original, call, tmp_path)
-        if call.needed and name not in NEEDED_BUT_RUNS_WITHOUT:
+        if call.needed:
             with pytest.raises(RuntimeError, match="backward through the graph a second time"):
                 run_script(copy, audited=False)
         else:
@@ -163,7 +159,9 @@ def test_the_suggestions_name_the_fix():
 
     assert suggestion("article_example_1.py").startswith("remove retain_graph=True")
     assert "sum the losses" in suggestion("two_losses.py")
-    assert "is_grads_batched=True" in suggestion("repeated_grad.py")
+    assert "all the inputs in one call" in suggestion("repeated_grad.py")
+    assert "is_grads_batched" not in suggestion("repeated_grad.py")
+    assert "is_grads_batched" not in suggestion("jacobian_rows.py")  # other outputs each row
     assert "retain_graph=False" in suggestion("double_backward_only.py")
     assert "h.detach()" in suggestion("rnn_leak.py")
 
@@ -192,7 +190,9 @@ def test_no_saved_tensors_means_zero_bytes_and_an_empty_script_an_empty_report()
     _, report = run_script(FIXTURES / "no_saved_tensors.py", audited=True)
     assert [c.retained_bytes for c in report.calls] == [0]
     _, report = run_script(FIXTURES / "no_retain.py", audited=True)
-    assert report.calls == [] and report.to_dict() == {"calls": []}
+    assert report.calls == [] and report.to_dict() == {
+        "completed": True, "stopped_by": None, "total_retained_bytes": 0, "calls": []
+    }
     assert "no backward() or autograd.grad() call used retain_graph=True" in report.format()
 
 
@@ -346,3 +346,153 @@ def test_frozen_parameters_and_buffers_are_counted_trainable_ones_are_not():
     (call,) = report.calls
     # Mul(frozen, w) keeps frozen (counted) and w (not); Exp keeps its result (counted).
     assert call.retained_bytes == 400 + 400
+
+
+def _later_site(y):
+    y.backward(retain_graph=True)  # an earlier line than the call in the test below
+
+
+def test_sites_are_listed_in_file_then_line_order_in_text_and_json():
+    x = torch.randn(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        z = x.exp().sum()
+        z.backward(retain_graph=True)  # runs first, but its line comes after _later_site's
+        _later_site(x.sin().sum())
+    lines = [c.line for c in report.calls]
+    assert lines == sorted(lines) and len(lines) == 2
+    assert [c["line"] for c in report.to_dict()["calls"]] == lines
+    text = report.format()
+    assert text.index(f":{lines[0]} ") < text.index(f":{lines[1]} ")
+
+
+def test_the_text_report_starts_with_an_empty_line_and_sizes_read_in_kib_and_mib():
+    from retaincheck._sizes import human
+
+    assert (human(232), human(3584), human(5 * 1024 * 1024 + 1000)) == (
+        "232 bytes", "3.5 KiB", "5.0 MiB"
+    )
+    x = torch.randn(896, requires_grad=True)
+    with retaincheck.audit() as report:
+        x.exp().sum().backward(retain_graph=True)
+    text = report.format()
+    assert text.startswith("\nretaincheck: 1 call site")
+    assert "kept:    3.5 KiB of saved tensors" in text  # ExpBackward0's result: 896 * 4 bytes
+    assert report.to_dict()["calls"][0]["retained_bytes"] == 3584  # exact bytes in JSON
+    with retaincheck.audit() as empty:
+        pass
+    assert empty.format().startswith("\nretaincheck: no backward()")
+
+
+@pytest.mark.parametrize(
+    ("exc", "completed", "stopped_by"),
+    [
+        (KeyboardInterrupt(), False, "KeyboardInterrupt"),
+        (SystemExit(3), False, "SystemExit(3)"),
+        (SystemExit("bad config"), False, "SystemExit('bad config')"),
+        (RuntimeError("boom\nsecond line"), False, "RuntimeError: boom"),
+        (SystemExit(0), True, None),
+        (SystemExit(None), True, None),
+    ],
+)
+def test_a_block_that_stops_early_cannot_prove_not_needed(exc, completed, stopped_by):
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(type(exc)):
+        with retaincheck.audit() as report:
+            x.exp().sum().backward(retain_graph=True)
+            raise exc
+    (call,) = report.calls
+    assert (report.completed, report.stopped_by) == (completed, stopped_by)
+    data = report.to_dict()
+    assert (data["completed"], data["stopped_by"]) == (completed, stopped_by)
+    assert call.needed is False
+    if completed:
+        assert call.verdict == "not needed" and "stopped early" not in report.format()
+    else:
+        so_far = "not needed so far (run stopped early)"
+        assert call.verdict == data["calls"][0]["verdict"] == so_far
+        assert "run the script to completion" in call.suggestion
+        assert f"stopped early ({stopped_by})" in report.format().splitlines()[1]
+
+
+def test_mark_stopped_is_for_code_that_catches_the_exception_itself():
+    x = torch.randn(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        try:
+            x.exp().sum().backward(retain_graph=True)
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            report.mark_stopped(exc)
+    assert report.calls[0].verdict == "not needed so far (run stopped early)"
+    assert report.stopped_by == "KeyboardInterrupt"
+
+
+def test_grad_with_non_leaf_inputs_never_frees_the_graph_behind_them():
+    """autograd.grad(loss, feat) executes only the nodes between loss and feat (exec_info_):
+    ExpBackward0 behind feat is neither run nor freed, so a later pass through it works."""
+    w = torch.randn(100, requires_grad=True)
+    with retaincheck.audit() as report:
+        feat = w.exp()  # ExpBackward0 saves feat: behind the inputs of the grad() below
+        loss = (feat * feat).sum()
+        (g,) = torch.autograd.grad(loss, feat, retain_graph=True)
+        feat.sum().backward()  # runs ExpBackward0 (never run before), not MulBackward0
+    (call,) = report.calls
+    assert (call.needed, call.verdict) == (False, "not needed")
+    assert call.retained_bytes == 400  # what grad() ran and would have freed: Mul's feat
+    # the truth: without the flag, the same calls work and give the same gradient
+    w2 = w.detach().clone().requires_grad_(True)
+    feat2 = w2.exp()
+    (g2,) = torch.autograd.grad((feat2 * feat2).sum(), feat2, retain_graph=False)
+    feat2.sum().backward()
+    assert torch.equal(g, g2) and torch.equal(w.grad, w2.grad)
+
+
+def test_peak_bytes_count_only_retained_graphs_still_alive():
+    x = torch.randn(1000, requires_grad=True)  # a trainable leaf: not counted
+    with retaincheck.audit() as report:
+        kept = []
+        for _ in range(3):
+            loss = x.exp().sum()  # ExpBackward0 saves its result: 4000 bytes
+            loss.backward(retain_graph=True)
+            kept.append(loss)  # every graph stays alive
+    (call,) = report.calls
+    got = (call.retained_bytes, call.peak_bytes, report.total_retained_bytes)
+    assert got == (4000, 12000, 12000)
+    with retaincheck.audit() as report:
+        for _ in range(3):
+            loss = x.exp().sum()  # the previous graph dies here
+            loss.backward(retain_graph=True)
+    (call,) = report.calls
+    got = (call.retained_bytes, call.peak_bytes, report.total_retained_bytes)
+    assert got == (4000, 4000, 4000)
+    assert "4000 bytes" not in report.format() and "3.9 KiB at most at once" in report.format()
+
+
+def test_a_storage_two_sites_keep_counts_in_each_site_and_once_in_the_total():
+    x = torch.randn(1000, requires_grad=True)
+    with retaincheck.audit() as report:
+        h = x.exp()  # ExpBackward0 saves h
+        loss_a = h.sum()
+        loss_b = (h * h).sum()  # MulBackward0 saves h twice: the same storage
+        loss_a.backward(retain_graph=True)
+        loss_b.backward(retain_graph=True)
+        del loss_a
+    first, second = report.calls
+    assert (first.retained_bytes, second.retained_bytes) == (4000, 4000)
+    assert (first.needed, second.needed) == (True, False)
+    assert report.total_retained_bytes == 4000  # h, counted once
+    assert "each storage counted once" in report.format()
+
+
+def test_a_freed_node_without_saved_tensors_does_not_make_a_retain_needed():
+    """Only a freed *saved tensor* raises (SavedVariable::unpack); SumBackward0 saves none."""
+    x = torch.randn(4, requires_grad=True)
+    with retaincheck.audit() as report:
+        h = x.exp()
+        s = h + 1  # AddBackward0: no saved tensors
+        s.sum().backward(retain_graph=True)
+        (s * 1.0).sum().backward()  # walks AddBackward0 and ExpBackward0 again
+        t = x.sin() + 1
+        t.sum().backward(retain_graph=True)
+        torch.autograd.grad(t.sum(), t)  # walks only SumBackward0: no saved tensors
+    first, second = report.calls
+    assert (first.needed, second.needed) == (True, False)

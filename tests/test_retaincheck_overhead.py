@@ -1,34 +1,79 @@
-"""The retaincheck page quotes the committed overhead run; every committed ratio stays <= 1.3."""
+"""retaincheck's overhead: the committed run meets the goals, the pages quote it, and a quick
+run on this machine stays within the goals plus a margin for a loaded machine.
+
+Goals (issue 16): at most 1.1x on a training step, at most 1.2x on the per-class gradient loop
+(40 ``autograd.grad(retain_graph=True)`` calls on one input per step).
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
+
+import torch
+
+import retaincheck
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "benchmarks" / "results" / "retaincheck_overhead.json"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import retaincheck_overhead as bench  # noqa: E402
+
+# A quick run has 7 rounds instead of 21 and shares two cores with other jobs. On the
+# development machine (load average 7 to 8 on 2 cores), three quick runs of the same code gave
+# 1.19-1.25 on the per-class loop, 1.41-1.44 on the tiny calls and 1.09-1.13 on the training
+# step, and two full runs gave 1.11 and 1.16, 1.29 and 1.35, 1.06 and 1.03: up to 0.14 between
+# runs of the same code. The margin, 0.25 on the goals and 0.45 on the tiny calls, covers that
+# and still fails the version before issue 16 (quick run: 1.54 on the per-class loop, 2.12 on
+# the tiny calls; committed full run: 1.44 and 2.05).
+MARGIN = 0.25
 
 
 def _committed():
     return json.loads(COMMITTED.read_text(encoding="utf-8"))
 
 
-def test_the_committed_run_is_complete_and_within_1_3x():
+def test_the_committed_run_is_complete_and_meets_the_goals():
     data = _committed()
-    for key in ("machine", "torch", "date", "load_average_before", "rows"):
+    for key in ("machine", "torch", "date", "load_average_before", "rows", "timer"):
         assert data[key], key
-    ratios = [row["ratio"] for row in data["rows"]]
-    assert len(ratios) == 4
-    assert data["min_ratio"] == min(ratios) and data["max_ratio"] == max(ratios)
-    assert all(r <= 1.3 for r in ratios), ratios
+    rows = data["rows"]
+    training = [r["ratio"] for r in rows if r["kind"] == "training"]
+    assert len(training) == 4 and len(rows) == 6
+    assert data["min_ratio"] == min(training) and data["max_ratio"] == max(training)
+    assert all(r <= 1.1 for r in training), training
+    assert data["many_small_calls_ratio"] <= 1.2
+    assert data["many_tiny_calls_ratio"] == max(
+        r["ratio"] for r in rows if r["kind"] == "many tiny calls"
+    )
 
 
-def test_both_pages_quote_the_committed_range():
+def test_both_pages_quote_the_committed_run():
     data = _committed()
     low, high = f"{data['min_ratio']:.2f}", f"{data['max_ratio']:.2f}"
+    small, tiny = f"{data['many_small_calls_ratio']:.2f}", f"{data['many_tiny_calls_ratio']:.2f}"
     en = (ROOT / "docs" / "retaincheck.md").read_text(encoding="utf-8")
     zh = (ROOT / "docs" / "retaincheck.zh.md").read_text(encoding="utf-8")
     assert re.findall(r"between (\d\.\d\d)× and (\d\.\d\d)×", en) == [(low, high)]
     assert re.findall(r"(\d\.\d\d) 到 (\d\.\d\d) 倍", zh) == [(low, high)]
-    assert data["torch"].split("+")[0] in en and data["torch"].split("+")[0] in zh
+    for page in (en, zh):
+        assert f"{small}×" in page and f"{tiny}×" in page
+        assert data["torch"].split("+")[0] in page
+
+
+def test_a_quick_run_stays_within_the_goals_plus_a_margin():
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        per_class = bench.measure(bench.per_class_step(), retaincheck.audit, 7, 1)[2]
+        tiny = bench.measure(bench.per_class_step(32, (8, 16)), retaincheck.audit, 7, 1)[2]
+        step = bench.training_step(*bench.mlp(), two_losses=True)
+        training = bench.measure(step, retaincheck.audit, 7, 2)[2]
+    finally:
+        torch.set_num_threads(threads)
+    assert per_class <= 1.2 + MARGIN, per_class
+    assert training <= 1.1 + MARGIN, training
+    assert tiny <= 1.3 + 0.45, tiny

@@ -5,7 +5,8 @@ Wrap the code in [`audit`][retaincheck.audit], or run a whole script with
 [`audit`][retaincheck.audit] does.
 """
 
-from ._audit import CallRecord, Report, audit
+from ._audit import audit
+from ._report import CallRecord, Report
 
 __version__ = "0.1.0"
 __all__ = ["CallRecord", "Report", "__version__", "audit"]

@@ -1,0 +1,554 @@
+"""Wrapping ``backward``/``grad``, hooking the retained graph's nodes, watching the reuses.
+
+While an audit is active, ``torch.autograd.backward`` (which ``Tensor.backward`` calls) and
+``torch.autograd.grad`` are replaced by thin wrappers that pass every argument through
+unchanged and note who called them. Before a call made with ``retain_graph=True`` runs, the
+audit walks the graph from its roots and registers a pre-hook on every node that holds saved
+tensors (a node without them can run again after it was freed: freeing it changes nothing).
+The walk stops at nodes hooked by an earlier walk: their whole subgraph was hooked then.
+
+A node's pre-hook runs when a backward pass executes the node, and only then
+(``torch/csrc/autograd/engine.cpp``: ``call_function`` runs ``call_pre_hooks``;
+``Engine::evaluate_function`` returns before ``call_function`` for a node that ``exec_info_``
+marks as not needed). Each hook remembers the call that
+executed its node last. When a pass executes a node whose last executor was a run of a
+``retain_graph=True`` line, that run's retention was needed. A call executes a node at most
+once, so a second firing during the same call is a walk the audit did not see start; it still
+counts, as "?". Any doubt is resolved towards "needed", never towards "not needed".
+"""
+
+from __future__ import annotations
+
+import bisect
+import linecache
+import os
+import sys
+import threading
+import weakref
+
+from . import _suggest as notes
+from ._report import CallRecord, Report
+from ._sizes import distinct_bytes, saved_tensor_names, saved_tensors, storage_key
+
+KEY = "retaincheck"
+LOCK = threading.Lock()
+
+_SIGNATURES: dict = {}
+_BACKWARD_POS = ("tensors", "grad_tensors", "retain_graph", "create_graph")
+_GRAD_POS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph")
+
+
+class _Tag:
+    """The pre-hook of one node with saved tensors. Never refers to the node: it lives in the
+    node's own hook dictionary (the node's metadata holds a weak reference to it), so it dies
+    with the node, and a dead tag means a dead node."""
+
+    __slots__ = (
+        "session", "seq", "storages", "nbytes", "last", "keepers", "epoch", "__weakref__",
+    )
+
+    def __init__(self, session: Session, seq: int):
+        self.session = session
+        self.seq = seq  # the node's sequence number: when it was built
+        self.storages: tuple = ()  # ((key, nbytes), ...) of its saved tensors, parameters left out
+        self.nbytes = 0  # their total
+        self.last: Call | None = None  # the call that executed the node last
+        self.keepers: set | None = None  # records whose runs executed it and kept it
+        self.epoch: tuple | None = None  # (record, iteration of that record it was built in)
+
+    def __call__(self, grad_outputs):  # the pre-hook; returns None, so grads are untouched
+        try:
+            stack = self.session.stack
+            call = stack[-1] if stack else None
+            prev = self.last
+            keepers = self.keepers
+            if (
+                call is not None
+                and prev is not None
+                and call.pair is prev
+                and prev is not call
+                and call.retaining
+                and keepers is not None
+                and call.record in keepers
+            ):
+                # The common case in a loop over one forward pass: this call's reuse of that
+                # earlier call is already recorded and the node is already kept.
+                if call.epochs is not None:
+                    call.epochs.add(self.session.epoch(call.record, self))
+                call.executed.append(self)
+                self.last = call
+                return None
+            self.session.fired(self)
+        except Exception:  # never break the user's backward; mark it needed
+            last = self.last
+            if last is not None and last.record is not None:
+                last.record.needed = True
+        return None
+
+
+class Call:
+    __slots__ = (
+        "record", "kind", "key", "index", "retaining", "keeps", "executed", "epochs", "steps",
+        "rows", "pair", "grew",
+    )
+
+    def __init__(self, record, kind, key, index, retaining, keeps, steps):
+        self.record: CallRecord | None = record
+        self.kind = kind
+        self.key: str = key
+        self.index = index
+        self.retaining = retaining  # a recorded retain_graph=True run
+        self.keeps = keeps  # the graph is kept after this call (retain_graph or create_graph)
+        self.executed: list[_Tag] = []  # tags of the nodes this call executed
+        self.epochs: set[int] | None = None  # iterations of the nodes it reused from its own line
+        self.steps = steps  # optimizer steps counted when the call ended
+        self.rows = None  # (outputs, inputs) weak refs, for grad() with grad_outputs
+        self.pair: Call | None = None  # the last earlier call whose reuse this call recorded
+        self.grew = False  # this call added a node to those its record keeps
+
+
+class Session:
+    def __init__(self):
+        import torch
+        from torch.autograd.graph import GradientEdge
+        from torch.overrides import is_tensor_like
+
+        self.torch = torch
+        self.tensor_type = torch.Tensor
+        self.gradient_edge = GradientEdge
+        self.is_tensor_like = is_tensor_like
+        self.report = Report()
+        self.records: dict[tuple[str, int], CallRecord] = {}
+        self.started: dict[CallRecord, list[int]] = {}  # record -> sequence nr at each run's start
+        self.reused_runs: dict[CallRecord, set[int]] = {}
+        self.stack: list[Call] = []
+        self.tagged: list[tuple[dict, object]] = []  # (node metadata, hook handle)
+        self.prune_at = 4096
+        self.params: set = set()  # storage keys of the leaves that require grad
+        self.live: dict[int, weakref.ref] = {}  # tags some record keeps
+        self.steps = 0
+        self.step_handle = None
+        self.seq_nr = torch._C._autograd._get_sequence_nr
+        self.torch_dir = os.path.dirname(torch.__file__) + os.sep
+        self.own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        self.code_kind: dict = {}  # code object -> 0 skip, 1 torch internal, 2 user
+        self.display: dict = {}
+        self.sites: dict = {}  # (code object, line) -> its site
+        self.originals: dict[str, object] = {}
+
+    # -- patching ---------------------------------------------------------------------------
+    def install(self):
+        ag = self.torch.autograd
+        for name, kind in (("backward", "backward"), ("grad", "grad")):
+            original = getattr(ag, name)
+            self.originals[name] = original
+            setattr(ag, name, self._wrap(original, kind))
+        try:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self.step_handle = register_optimizer_step_post_hook(self._stepped)
+        except Exception:  # an older torch: steps are not seen, suggestions stay conditional
+            self.step_handle = None
+
+    def _stepped(self, *args):
+        self.steps += 1
+
+    def uninstall(self):
+        ag = self.torch.autograd
+        for name, original in self.originals.items():
+            setattr(ag, name, original)
+        self.originals.clear()
+        if self.step_handle is not None:
+            self.step_handle.remove()
+            self.step_handle = None
+        for metadata, handle in self.tagged:
+            handle.remove()
+            metadata.pop(KEY, None)
+        self.tagged.clear()
+        self.live.clear()
+
+    def _wrap(self, original, kind):
+        signature = _SIGNATURES.get(original)
+        if signature is None:
+            import inspect
+
+            signature = _SIGNATURES[original] = inspect.signature(original)
+        session = self
+        roots_arg = "tensors" if kind == "backward" else "outputs"
+        positions = _BACKWARD_POS if kind == "backward" else _GRAD_POS
+        create_pos = positions.index("create_graph")
+        simple = set(signature.parameters)
+
+        def wrapper(*args, **kwargs):
+            # Fast path: the arguments by position or keyword, without binding a signature.
+            if len(args) > create_pos or not simple.issuperset(kwargs) or (
+                args and roots_arg in kwargs
+            ):
+                try:
+                    arguments = signature.bind(*args, **kwargs).arguments
+                except TypeError:  # let torch raise its own error
+                    return original(*args, **kwargs)
+            else:
+                arguments = dict(zip(positions, args, strict=False))
+                arguments.update(kwargs)
+            retain = arguments.get("retain_graph")
+            explicit = retain is not None and bool(retain)
+            roots = arguments.get(roots_arg)
+            if roots is not None and not session.single_root(roots):
+                # A one-shot iterable (a generator, map(...)) would be consumed by torch and
+                # leave nothing to walk: materialise it once and hand torch the same tuple.
+                if not isinstance(roots, (tuple, list)):
+                    try:
+                        roots = tuple(roots)
+                    except TypeError:  # not iterable: let torch raise its own error
+                        return original(*args, **kwargs)
+                    bound = signature.bind(*args, **kwargs)
+                    bound.arguments[roots_arg] = roots
+                    args, kwargs = bound.args, bound.kwargs
+                    arguments = bound.arguments
+            return session.run(original, kind, args, kwargs, arguments, roots_arg, explicit)
+
+        wrapper.__wrapped__ = original
+        wrapper.__name__ = original.__name__
+        wrapper.__qualname__ = original.__qualname__
+        wrapper.__doc__ = original.__doc__
+        return wrapper
+
+    # -- calls --------------------------------------------------------------------------------
+    def _kind_of(self, code) -> int:
+        kind = self.code_kind.get(code)
+        if kind is None:
+            filename = os.path.abspath(code.co_filename)
+            if filename.startswith(self.own_dir):
+                kind = 0
+            elif filename.startswith(self.torch_dir):
+                rel = filename[len(self.torch_dir) :]
+                kind = 0 if rel in ("_tensor.py", "overrides.py") else 1
+            else:
+                kind = 2
+            self.code_kind[code] = kind
+        return kind
+
+    def caller(self):
+        """(frame, user) of the code that called backward/grad."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            kind = self._kind_of(frame.f_code)
+            if kind == 0:  # retaincheck itself, Tensor.backward and torch's dispatch
+                frame = frame.f_back
+                continue
+            return frame, kind == 2  # kind 1: called by torch itself (autograd.functional)
+        return None, False
+
+    def display_path(self, filename: str) -> str:
+        cwd = os.getcwd()
+        path = self.display.get((filename, cwd))
+        if path is None:
+            path = self.display[(filename, cwd)] = _display_path(filename, cwd)
+        return path
+
+    def site_of(self, frame):
+        """(key, "file:line", function, filename) of a frame's current line, cached."""
+        code = frame.f_code
+        cache_key = (code, frame.f_lineno)
+        site = self.sites.get(cache_key)
+        if site is None:
+            filename = code.co_filename
+            key = (self.display_path(filename), frame.f_lineno)
+            site = (key, f"{key[0]}:{key[1]}", code.co_name, filename)
+            self.sites[cache_key] = site
+        return site
+
+    def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit):
+        frame, user = self.caller()
+        if frame is not None:
+            key, key_text, function, filename = self.site_of(frame)
+        else:
+            key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
+        del frame
+        record = None
+        retaining = explicit and user
+        if retaining:
+            record = self.records.get(key)
+            if record is None:
+                with LOCK:
+                    record = self.records.get(key)
+                    if record is None:
+                        code = _without_comment(linecache.getline(filename, key[1]))
+                        record = CallRecord(key[0], key[1], function, code, kind)
+                        self.records[key] = record
+                        self.report.calls.append(record)
+                        self.started[record] = []
+        elif key in self.records:
+            record = self.records[key]  # same site without retain: still a later run of it
+        index = 0
+        retain = arguments.get("retain_graph")
+        create = bool(arguments.get("create_graph"))
+        keeps = bool(retain) if retain is not None else create
+        if record is not None:
+            starts = self.started[record]
+            index = len(starts) + 1
+            if retaining:
+                starts.append(self.seq_nr())
+        call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
+        roots = arguments.get(roots_arg)
+        if retaining:
+            # Hook the graph BEFORE the call runs: its own pass shows which nodes it executes,
+            # and a reuse during the call (a tensor hook calling autograd.grad) is seen too.
+            self.hook_graph(record, roots)
+            if kind == "grad" and notes.NOT_ROWS not in record.notes:
+                call.rows = (
+                    _refs(roots),
+                    _refs(arguments.get("inputs")),
+                    arguments.get("grad_outputs") is not None,
+                )
+        self.stack.append(call)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            call.executed = []  # tags refer to the call (tag.last): never the other way round
+            call.pair = call.epochs = None
+            raise
+        finally:
+            self.stack.pop()
+            call.steps = self.steps
+        if record is not None and call.epochs is not None and len(call.epochs) >= 2:
+            record.history_leak = True
+        if retaining:  # counted only once the call has returned
+            record.executions += 1
+            if create:
+                record.create_graph = True
+            self.measure(record, call)
+        call.executed = []  # what the call ran and reused matters only while it runs: drop
+        call.pair = call.epochs = None  # it, so that finished calls never chain up in memory
+        return result
+
+    def fired(self, tag: _Tag):
+        stack = self.stack
+        call = stack[-1] if stack else None
+        prev = tag.last
+        if prev is not None:
+            if prev is call:  # the node ran twice in one call: a walk the audit did not see
+                self.reused(prev, None, tag)
+            elif prev.keeps:
+                if call is not None and call.pair is prev:  # a known pair: only the node's
+                    if call.epochs is not None and call.record is prev.record:
+                        # iteration can be new
+                        call.epochs.add(self.epoch(prev.record, tag))
+                else:
+                    self.reused(prev, call, tag)
+                    if call is not None:
+                        call.pair = prev
+        if call is not None and prev is not call:
+            if call.retaining:
+                call.executed.append(tag)
+                keepers = tag.keepers
+                if keepers is None:
+                    keepers = tag.keepers = set()
+                    self.live[id(tag)] = weakref.ref(tag)
+                if call.record not in keepers:
+                    keepers.add(call.record)
+                    call.grew = True
+            elif not call.keeps:
+                tag.keepers = None  # this pass frees the node's saved tensors
+        tag.last = call
+
+    def epoch(self, record: CallRecord, tag: _Tag) -> int:
+        """How many runs of the record's line had started when the tag's node was built. Fixed
+        once known: every later run starts after the node was built."""
+        known = tag.epoch
+        if known is not None and known[0] is record:
+            return known[1]
+        epoch = bisect.bisect_right(self.started[record], tag.seq)
+        tag.epoch = (record, epoch)
+        return epoch
+
+    def reused(self, prev: Call, call: Call | None, tag: _Tag):
+        record = prev.record
+        if record is None or not prev.retaining:
+            return
+        if not record.needed:
+            record.needed = True
+        runs = self.reused_runs.setdefault(record, set())
+        if prev.index not in runs:
+            runs.add(prev.index)
+            record.reused_executions = len(runs)
+        who = call.key if call is not None else "?"
+        if who not in record.reused_by:
+            record.reused_by.append(who)
+        if call is None or call.key == "?:0":
+            record.notes.add(notes.UNSEEN)
+        elif call.record is record:
+            record.notes.add(notes.SELF)
+            if call.index > prev.index and not record.history_leak:
+                if call.epochs is None:
+                    call.epochs = set()
+                call.epochs.add(self.epoch(record, tag))
+            if record.kind == "grad" and notes.NOT_ROWS not in record.notes:
+                record.notes.add(_grad_pattern(prev.rows, call.rows))
+        else:
+            record.notes.add(notes.OTHER_GRAD if call.kind == "grad" else notes.OTHER_BACKWARD)
+        if prev is not call and self.steps != prev.steps:
+            record.notes.add(notes.STEP_BETWEEN)
+
+    # -- graphs -------------------------------------------------------------------------------
+    def single_root(self, roots) -> bool:
+        """True for what torch itself treats as one root: a tensor(-like) or a GradientEdge."""
+        if isinstance(roots, self.tensor_type):
+            return True
+        return self.is_tensor_like(roots) or isinstance(roots, self.gradient_edge)
+
+    def hook_graph(self, record: CallRecord, roots):
+        GradientEdge = self.gradient_edge
+        torch = self.torch
+        tensor = self.tensor_type
+        if isinstance(roots, tensor):
+            stack = [roots.grad_fn]
+        else:
+            if self.single_root(roots):
+                roots = (roots,)
+            try:
+                roots = tuple(roots)
+            except TypeError:
+                roots = ()
+            stack = []
+            for root in roots:
+                if isinstance(root, GradientEdge):
+                    stack.append(root.node)
+                elif isinstance(root, tensor) and root.grad_fn is not None:
+                    stack.append(root.grad_fn)
+        seen: set[int] = set()
+        nodes = []
+        new = []
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            nodes.append(node)  # keeps ids unique during the walk
+            node_type = type(node)
+            names, opaque = saved_tensor_names(node_type)
+            if names or opaque:  # it may hold saved tensors: hooked already?
+                if node_type.__name__ == "AccumulateGrad":
+                    key = storage_key(getattr(node, "variable", None))
+                    if key is not None:
+                        self.params.add(key[0])
+                    continue
+                try:
+                    metadata = node.metadata
+                    ref = metadata.get(KEY)
+                except Exception:
+                    metadata = ref = None
+                tag = ref() if ref is not None else None
+                if tag is not None and tag.session is self:
+                    continue  # hooked by an earlier walk, and its whole subgraph with it
+                new.append((node, metadata))
+            for next_node, _ in node.next_functions:
+                if next_node is not None:
+                    stack.append(next_node)
+        tensor = torch.Tensor
+        for node, metadata in new:
+            try:
+                found, opaque = saved_tensors(node, tensor)
+                if not found and not opaque:
+                    continue  # nothing to free: running it again is always fine
+                tag = _Tag(self, node._sequence_nr())
+                storages = {}
+                for t in found:
+                    key = storage_key(t)
+                    if key is not None and key[0] not in self.params:
+                        storages[key[0]] = key[1]
+                tag.storages = tuple(storages.items())
+                tag.nbytes = sum(storages.values())
+                handle = node.register_prehook(tag)
+                if metadata is None:  # cannot remember the tag: hook again next time (safe)
+                    metadata = {}
+                metadata[KEY] = weakref.ref(tag)
+                self.tagged.append((metadata, handle))
+            except Exception:  # cannot hook it: doubt goes towards "needed"
+                record.needed = True
+                if "?" not in record.reused_by:
+                    record.reused_by.append("?")
+                record.notes.add(notes.UNSEEN)
+        if len(self.tagged) > self.prune_at:
+            self.tagged = [(m, h) for m, h in self.tagged if h.hooks_dict_ref() is not None]
+            self.prune_at = max(4096, 2 * len(self.tagged))
+
+    def measure(self, record: CallRecord, call: Call):
+        """Bytes of this run, and the site's and all sites' peak of kept bytes at once."""
+        executed = call.executed
+        if sum(t.nbytes for t in executed) > record.retained_bytes:  # an upper bound first
+            run = distinct_bytes(t.storages for t in executed if t.keepers)
+            if run > record.retained_bytes:
+                record.retained_bytes = run
+        if not call.grew:
+            # Nothing new is kept: what the site and all sites keep at once can only have
+            # shrunk since the last measure (nodes died or were freed), so no peak is missed.
+            return
+        mine, everyone = [], []
+        dead = []
+        for key, ref in self.live.items():
+            tag = ref()
+            if tag is None or not tag.keepers:
+                dead.append(key)
+                continue
+            everyone.append(tag.storages)
+            if record in tag.keepers:
+                mine.append(tag.storages)
+        for key in dead:
+            del self.live[key]
+        site = distinct_bytes(mine)
+        if site > record.peak_bytes:
+            record.peak_bytes = site
+        total = distinct_bytes(everyone)
+        if total > self.report.total_retained_bytes:
+            self.report.total_retained_bytes = total
+
+
+def _refs(tensors):
+    if tensors is None:
+        return ()
+    try:
+        if hasattr(tensors, "grad_fn"):  # one tensor
+            return (weakref.ref(tensors),)
+        return tuple(weakref.ref(t) for t in tensors)
+    except TypeError:
+        return ()
+
+
+def _same(x, y) -> bool:
+    if len(x) != len(y):
+        return False
+    return all(p() is not None and p() is q() for p, q in zip(x, y, strict=True))
+
+
+def _grad_pattern(prev, call) -> str:
+    """How a later run of a grad() line relates to the run whose graph it reused."""
+    if prev is None or call is None or not _same(prev[0], call[0]):
+        return notes.NOT_ROWS
+    if _same(prev[1], call[1]):
+        return notes.ROWS if prev[2] and call[2] else notes.NOT_ROWS
+    return notes.SAME_OUTPUTS
+
+
+def _without_comment(line: str) -> str:
+    """The source line, stripped, without a trailing comment."""
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return line[: tok.start[1]].strip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return line.strip()
+
+
+def _display_path(filename: str, cwd: str) -> str:
+    if filename.startswith("<"):
+        return filename
+    path = os.path.abspath(filename)
+    if path.startswith(cwd + os.sep):
+        return os.path.relpath(path, cwd)
+    return path

@@ -1,0 +1,202 @@
+"""What an audit found: one CallRecord per call site, the Report that holds them, and their
+text and JSON forms."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from . import _suggest, _verdicts
+from ._sizes import human
+
+
+@dataclass(eq=False)
+class CallRecord:
+    """One call site that called ``backward`` or ``autograd.grad`` with ``retain_graph=True``.
+
+    A call site inside a loop is one record, however many times it ran.
+    """
+
+    file: str
+    """Path of the file that made the call (relative to the working directory when inside it)."""
+    line: int
+    """Line number of the call."""
+    function: str
+    """Name of the function the call was made from (``<module>`` at top level)."""
+    code: str
+    """The source line of the call, stripped."""
+    kind: str
+    """``"backward"`` (``Tensor.backward`` or ``torch.autograd.backward``) or ``"grad"``."""
+    executions: int = 0
+    """How many times this call site ran with ``retain_graph=True`` and returned (a call that
+    raised is not counted; a site whose every call raised has the verdict
+    ``"did not complete"``)."""
+    reused_executions: int = 0
+    """How many of those runs had their graph reused: a later pass executed a node that the
+    run executed and that still held saved tensors."""
+    needed: bool = False
+    """True when a later ``backward``/``grad`` call (or a later run of this line) executed a
+    node that a run of this line had executed and that held saved tensors: without the flag,
+    that pass would have raised "Trying to backward through the graph a second time"."""
+    retained_bytes: int = 0
+    """Bytes of the distinct storages held by the saved tensors of the nodes one run executed
+    (what ``retain_graph=False`` would have freed), largest over the runs; leaf tensors that
+    require grad (trainable parameters) are not counted, frozen parameters and buffers that
+    the graph saves are."""
+    peak_bytes: int = 0
+    """The most bytes this site's retained graphs held at one moment: at the end of each run,
+    the distinct storages saved by every node that a run of this line kept and that is still
+    alive and not yet freed by a later pass, counted once; the largest of these totals."""
+    history_leak: bool = False
+    """True when a later run of this line reused nodes built in two different iterations
+    (before and after an earlier run of the line): history (a hidden state, a running total)
+    leaks across iterations."""
+    create_graph: bool = False
+    """True when the call also passed ``create_graph=True`` (which retains the graph by itself)."""
+    reused_by: list[str] = field(default_factory=list)
+    """``file:line`` of each call that walked the retained graph again (``"?"`` when unknown)."""
+    run_completed: bool = True
+    """False when the audited run stopped early (see [`Report.completed`][retaincheck.Report]);
+    a site nothing reused is then ``"not needed so far (run stopped early)"``."""
+    notes: set[str] = field(default_factory=set, repr=False)
+    """How the graph was reused (by another line, by the same line, after an optimizer step,
+    ...): what the suggestion is fitted to."""
+
+    @property
+    def site(self) -> str:
+        """``file:line`` of the call."""
+        return f"{self.file}:{self.line}"
+
+    @property
+    def verdict(self) -> str:
+        """``"needed"``, ``"not needed"`` (proven by a completed run), ``"not needed so far (run
+        stopped early)"``, ``"needed only because history leaks"`` or ``"did not complete"``
+        (every execution of the call raised)."""
+        return _verdicts.verdict(self)
+
+    @property
+    def suggestion(self) -> str:
+        """One line saying what to do about this call."""
+        return _suggest.suggestion(self)
+
+    def to_dict(self) -> dict:
+        """The record as plain JSON-ready data (the properties included; sizes in bytes)."""
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "code": self.code,
+            "kind": self.kind,
+            "executions": self.executions,
+            "reused_executions": self.reused_executions,
+            "needed": self.needed,
+            "verdict": self.verdict,
+            "retained_bytes": self.retained_bytes,
+            "peak_bytes": self.peak_bytes,
+            "history_leak": self.history_leak,
+            "create_graph": self.create_graph,
+            "reused_by": list(self.reused_by),
+            "suggestion": self.suggestion,
+        }
+
+
+def _order(record: CallRecord):
+    return (record.file, record.line)
+
+
+@dataclass
+class Report:
+    """What an [`audit`][retaincheck.audit] found: one [`CallRecord`][retaincheck.CallRecord]
+    per call site, in file-then-line order.
+
+    The verdicts are final once the ``with`` block has exited.
+    """
+
+    calls: list[CallRecord] = field(default_factory=list)
+    completed: bool = True
+    """False when the audited block stopped early: it raised (``KeyboardInterrupt``, an error,
+    ``SystemExit`` with a non-zero code). ``SystemExit(0)`` or ``SystemExit(None)`` counts as
+    completed. A "not needed" verdict needs a completed run."""
+    stopped_by: str | None = None
+    """What stopped the run, one line (``"KeyboardInterrupt"``, ``"SystemExit(3)"``,
+    ``"RuntimeError: ..."``), or None."""
+    total_retained_bytes: int = 0
+    """The most bytes all sites' retained graphs held at one moment, each storage counted once
+    however many sites kept it (the per-site figures count a shared storage in each site)."""
+
+    def mark_stopped(self, exc: BaseException | None) -> None:
+        """Record that the audited run ended with ``exc`` (as ``audit`` does when its block
+        raises); for code that catches the exception inside the block itself.
+        ``SystemExit(0)`` and ``SystemExit(None)`` leave the report completed."""
+        reason = _verdicts.stopped_by(type(exc) if exc is not None else None, exc)
+        if reason is None:
+            return
+        self.completed = False
+        self.stopped_by = reason
+        for record in self.calls:
+            record.run_completed = False
+
+    def _sorted(self) -> list[CallRecord]:
+        return sorted(self.calls, key=_order)
+
+    def to_dict(self) -> dict:
+        """``{"completed": ..., "stopped_by": ..., "total_retained_bytes": ...,
+        "calls": [record.to_dict(), ...]}``, sizes in bytes."""
+        return {
+            "completed": self.completed,
+            "stopped_by": self.stopped_by,
+            "total_retained_bytes": self.total_retained_bytes,
+            "calls": [c.to_dict() for c in self._sorted()],
+        }
+
+    def to_json(self, **kwargs) -> str:
+        """The report as one JSON object; keyword arguments go to `json.dumps`."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def format(self) -> str:
+        """A readable report: each call site, its verdict, the bytes it kept and a suggestion.
+
+        It starts with an empty line, so that it stands apart from the script's own output."""
+        lines = [""]
+        if not self.completed:
+            lines.append(
+                f"retaincheck: the run stopped early ({self.stopped_by}); a graph that "
+                "nothing reused before that is only \"not needed so far\""
+            )
+        if not self.calls:
+            lines.append(
+                "retaincheck: no backward() or autograd.grad() call used retain_graph=True."
+            )
+            return "\n".join(lines) + "\n"
+        n = len(self.calls)
+        lines += [f"retaincheck: {n} call site{'s' if n != 1 else ''} used retain_graph=True", ""]
+        for c in self._sorted():
+            times = "once" if c.executions == 1 else f"{c.executions} times"
+            if c.executions == 0:
+                lines.append(f"{c.site}  {c.code}  (raised before it returned)")
+            else:
+                lines.append(f"{c.site}  {c.code}  (ran {times})")
+            verdict = c.verdict.upper()
+            if c.executions == 0:
+                verdict += ": the call raised, so its graph was never judged"
+            elif c.needed and c.reused_by:
+                verdict += f": walked again by {', '.join(c.reused_by)}"
+                if c.executions > 1:
+                    verdict += f" (reused in {c.reused_executions} of {c.executions} runs)"
+            elif not c.needed:
+                verdict += ": no later backward() or grad() walked this graph"
+            lines.append(f"    verdict: {verdict}")
+            kept = f"    kept:    {human(c.retained_bytes)} of saved tensors"
+            if c.executions > 1:
+                kept += f" (largest run), {human(c.peak_bytes)} at most at once"
+            lines.append(kept)
+            lines.append(f"    suggest: {c.suggestion}")
+            lines.append("")
+        lines.append(
+            f"total kept at most at once: {human(self.total_retained_bytes)}, each storage "
+            "counted once (a storage that several sites keep counts in each site above)"
+        )
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return self.format()
