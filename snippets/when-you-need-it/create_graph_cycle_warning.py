@@ -37,12 +37,13 @@ def cycle_warnings(loss):
 
 
 cubic, linear = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+c = torch.randn(3)
 assert cycle_warnings((cubic**3).sum()) == 0  # (1)!
 assert cubic.grad.requires_grad
 warn_always = torch.is_warn_always_enabled()
 torch.set_warn_always(True)
 try:
-    assert cycle_warnings((linear * torch.randn(3)).sum()) == 1  # (2)!
+    assert cycle_warnings((linear * c).sum()) == 1  # (2)!
 finally:
     torch.set_warn_always(warn_always)
 assert not linear.grad.requires_grad and linear.grad.grad_fn is None
