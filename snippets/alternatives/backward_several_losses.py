@@ -62,9 +62,15 @@ except RuntimeError as error:
     second = str(error)
 assert "Trying to backward through the graph a second time" in second
 
-w1, w2 = torch.tensor(0.3), torch.tensor(2.0)
+w1, w2 = 0.3, 2.0
 loss1, loss2, _ = forward()
-torch.autograd.backward([loss1, loss2], grad_tensors=[w1, w2])  # (4)!
+try:
+    torch.autograd.backward([loss1, loss2], grad_tensors=[w1, w2])  # (4)!
+except TypeError as error:
+    assert str(error) == "gradients can be either Tensors or None, but got float"
+else:
+    raise AssertionError("grad_tensors should refuse Python floats")
+torch.autograd.backward([loss1, loss2], grad_tensors=[torch.tensor(w1), torch.tensor(w2)])  # (5)!
 weighted = grads()
 loss1, loss2, _ = forward()
 (w1 * loss1 + w2 * loss2).backward()

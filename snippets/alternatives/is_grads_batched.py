@@ -51,6 +51,10 @@ doc = " ".join(torch.autograd.grad.__doc__.split())
 assert "We use the vmap prototype feature as the backend" in doc  # (3)!
 assert "due to this feature being experimental, there may be performance cliffs" in doc
 assert "legacy" not in doc
+assert (
+    "Please use ``torch._C._debug_only_display_vmap_fallback_warnings(True)`` "
+    "to show any performance warnings" in doc
+)
 
 torch._C._debug_only_display_vmap_fallback_warnings(True)  # (4)!
 try:

@@ -73,4 +73,15 @@ vjp_fn(u, retain_graph=False)
 assert watched[-1]() is None
 _, vjp_fn = vjp(lambda t: watch(t.exp()) + t.sin(), x)  # (6)!
 assert watched[-1]() is None
+
+assert inspect.signature(vjp_fn).parameters["create_graph"].default is None  # (7)!
+assert not (y.requires_grad or ju.requires_grad or df(x).requires_grad)
+y_r, vjp_fn = vjp(f, xr)
+(ju_r,) = vjp_fn(u)
+assert y_r.grad_fn is not None and ju_r.grad_fn is not None
+assert grad(lambda t: f(t).sum())(xr).grad_fn is not None
+(ju_plain,) = vjp_fn(u, create_graph=False)
+with torch.no_grad():
+    (ju_no_grad,) = vjp_fn(u)
+assert not ju_plain.requires_grad and not ju_no_grad.requires_grad
 # --8<-- [end:proof]

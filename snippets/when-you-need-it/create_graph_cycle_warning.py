@@ -25,13 +25,40 @@ import weakref
 assert len(caught) == 1 and caught[0].category is UserWarning
 assert message.startswith("Using backward() with create_graph=True will create a reference cycle")
 assert "make sure to reset the .grad fields of your parameters to None" in message
+assert "Triggered internally at" in str(caught[0].message)
+assert "torch/csrc/autograd/engine.cpp" in str(caught[0].message)
+
+
+def cycle_warnings(loss):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss.backward(create_graph=True)
+    return sum("will create a reference cycle" in str(w.message) for w in caught)
+
+
+cubic, linear = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+c = torch.randn(3)
+assert cycle_warnings((cubic**3).sum()) == 0  # (1)!
+assert cubic.grad.requires_grad
+warn_always = torch.is_warn_always_enabled()
+torch.set_warn_always(True)
+try:
+    assert cycle_warnings((linear * c).sum()) == 1  # (2)!
+finally:
+    torch.set_warn_always(warn_always)
+assert not linear.grad.requires_grad and linear.grad.grad_fn is None
+
+node = cubic.grad.grad_fn  # (3)!
+while type(node).__name__ != "PowBackward0":
+    node = next(parent for parent, _ in node.next_functions if parent is not None)
+assert node._saved_self is cubic
 
 
 def parameter_leaks(how):
     w = torch.randn(3, requires_grad=True)
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        loss = (w**3).sum()
+        loss = (w * torch.randn(3)).sum() if how == "linear" else (w**3).sum()
         if how == "autograd.grad":
             (g,) = torch.autograd.grad(loss, w, create_graph=True)
             del g
@@ -45,9 +72,10 @@ def parameter_leaks(how):
     return alive() is not None
 
 
-assert parameter_leaks("backward")  # (1)!
-assert not parameter_leaks("backward, then .grad = None")  # (2)!
-assert not parameter_leaks("autograd.grad")  # (3)!
+assert parameter_leaks("backward")  # (4)!
+assert not parameter_leaks("backward, then .grad = None")  # (5)!
+assert not parameter_leaks("autograd.grad")  # (6)!
+assert not parameter_leaks("linear")
 
-assert inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default  # (4)!
+assert inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default  # (7)!
 # --8<-- [end:proof]

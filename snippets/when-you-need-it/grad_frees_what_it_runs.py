@@ -40,6 +40,15 @@ except RuntimeError:
     pass
 else:
     raise AssertionError("PowBackward0 should have been freed")
+mm_w2_node = pow_node.next_functions[0][0]
+assert type(mm_w2_node).__name__ == "MmBackward0"
+for name in ("_saved_self", "_saved_mat2"):
+    try:
+        getattr(mm_w2_node, name)
+    except RuntimeError as error:
+        assert str(error).startswith("Trying to backward through the graph a second time")
+    else:
+        raise AssertionError(f"MmBackward0.{name} should have been freed")
 assert type(h.grad_fn).__name__ == "TanhBackward0"
 assert torch.equal(h.grad_fn._saved_result, h)
 

@@ -51,6 +51,7 @@ assert freed(sin_node, "_saved_self") and freed(outputs[2].grad_fn, "_saved_self
 assert not freed(outputs[0].grad_fn, "_saved_self")
 assert not freed(outputs[1].grad_fn, "_saved_self")
 held = weakref.ref(outputs[0].grad_fn._saved_self)  # (4)!
+assert held() is not None
 del outputs, out
 assert held() is None
 # --8<-- [end:proof]
