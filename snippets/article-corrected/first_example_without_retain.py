@@ -12,18 +12,22 @@ class Net(torch.nn.Module):  # (1)!
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+def graph(node):  # (2)!
+    return {node}.union(*(graph(n) for n, _ in node.next_functions if n is not None))
+
+
 torch.manual_seed(0)
-net = Net()
-criterion = torch.nn.CrossEntropyLoss()
-inputs = torch.randn(3, 10)
-labels = torch.LongTensor([1, 0, 1])
+net, criterion = Net(), torch.nn.CrossEntropyLoss()
+inputs, labels = torch.randn(3, 10), torch.LongTensor([1, 0, 1])
 
 loss = criterion(net(inputs), labels)
-loss.backward()  # (2)!
+loss.backward()  # (3)!
 first_loss = loss
-loss = criterion(net(inputs), labels)  # (3)!
+loss = criterion(net(inputs), labels)  # (4)!
 loss.backward()
-print("the second loss has a graph of its own:", loss.grad_fn is not first_loss.grad_fn)
+old, new = graph(first_loss.grad_fn), graph(loss.grad_fn)
+print("nodes built again:", len(new - old))
+print("nodes shared:", {type(n).__name__ for n in new & old})
 # --8<-- [end:lesson]
 
 
@@ -43,30 +47,35 @@ def article_example():  # (1)!
 net_with, first_with, second_with = article_example()
 pairs = zip(net_with.parameters(), net.parameters(), strict=True)
 assert all(torch.equal(a.grad, b.grad) for a, b in pairs)  # (2)!
-assert second_with.grad_fn is not first_with.grad_fn
 
 
-def graph_nodes(loss):
-    seen, stack = [], [loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or any(node is s for s in seen):
-            continue
-        seen.append(node)
-        stack.extend(next_node for next_node, _ in node.next_functions)
-    return seen
+def saves_tensors(node):
+    return any(a.startswith("_raw_saved_") for a in dir(node))
 
 
-def saved_attributes(node):
-    return [a for a in dir(node) if a.startswith("_raw_saved_")]
-
-
+rebuilt = [
+    ("AddmmBackward0", True),
+    ("AddmmBackward0", True),
+    ("LogSoftmaxBackward0", True),
+    ("NllLossBackward0", True),
+    ("ReluBackward0", True),
+    ("TBackward0", False),
+    ("TBackward0", False),
+]
 for first, second in [(first_with, second_with), (first_loss, loss)]:  # (3)!
-    old = graph_nodes(first)
-    shared = [n for n in graph_nodes(second) if any(n is m for m in old)]
-    new = [n for n in graph_nodes(second) if not any(n is m for m in old)]
+    old, new = graph(first.grad_fn), graph(second.grad_fn)
+    shared, built = new & old, new - old
     assert [type(n).__name__ for n in shared] == ["AccumulateGrad"] * 4  # (4)!
-    assert len(new) == 7 and "AccumulateGrad" not in [type(n).__name__ for n in new]
-    assert all(not saved_attributes(n) for n in shared)
-    assert any(saved_attributes(n) for n in new)
+    assert not any(saves_tensors(n) for n in shared)
+    assert sorted((type(n).__name__, saves_tensors(n)) for n in built) == rebuilt
+
+hidden = torch.relu(net.fc1(inputs))
+criterion(net.fc2(hidden), labels).backward()
+try:
+    criterion(net.fc2(hidden), labels).backward()  # (5)!
+except RuntimeError as error:
+    assert str(error).startswith("Trying to backward through the graph a second time")
+else:
+    raise AssertionError("a forward pass from the old graph's hidden should walk back into it")
+criterion(net.fc2(hidden.detach()), labels).backward()
 # --8<-- [end:proof]

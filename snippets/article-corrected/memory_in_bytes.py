@@ -59,6 +59,12 @@ assert held_split() == before
 del loss  # (2)!
 assert held_split() == (0, 0)
 loss = forward()
+loss.backward(retain_graph=True)
+assert held_split() == before
+loss.backward()
+assert held_split() == (0, 0)
+del loss
+loss = forward()
 loss.backward()
 assert held_split() == (0, 0)
 

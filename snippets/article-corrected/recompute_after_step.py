@@ -35,14 +35,25 @@ assert "modified by an inplace operation" in message
 assert "[torch.FloatTensor [5, 2]]" in message  # (1)!
 assert "is at version 2; expected version 1 instead" in message
 
+saved = net(inputs).grad_fn._saved_mat2
+assert saved is not net.fc2.weight and saved._base is net.fc2.weight
+version = saved._version
+with torch.no_grad():
+    net.fc2.weight.mul_(1)
+assert saved._version == net.fc2.weight._version == version + 1
+
 torch.manual_seed(0)
 old_net = Net()
 criterion(old_net(inputs), labels).backward()
-old_grad = old_net.fc1.weight.grad.clone()
+new_net = Net()
+new_net.load_state_dict(net.state_dict())
+criterion(new_net(inputs), labels).backward()
 assert not torch.equal(old_net.fc2.weight, net.fc2.weight)
 
 optimizer.zero_grad()
 loss = criterion(net(inputs), labels)  # (2)!
 loss.backward()
-assert not torch.allclose(old_grad, net.fc1.weight.grad)
+for p, old, new in zip(net.parameters(), old_net.parameters(), new_net.parameters(), strict=True):
+    assert torch.equal(p.grad, new.grad)
+    assert not torch.allclose(p.grad, old.grad)
 # --8<-- [end:proof]
