@@ -48,5 +48,14 @@ with torch.autograd.graph.saved_tensors_hooks(Saved, lambda saved: saved.tensor)
     assert len(held) == 2
     del hidden
     assert len(held) == 0  # (1)!
+    loss = ((x @ W1).tanh() @ W2).pow(2).mean()
+    loss.backward(retain_graph=True)
+    node = loss.grad_fn
+    del loss
+    assert len(held) == 5  # (2)!
+    del node
+    assert len(held) == 0
+    doubled = W2 * 2
+    assert len(held) == 0 and torch.equal(doubled.grad_fn._saved_other, torch.tensor(2))  # (3)!
 gc.enable()
 # --8<-- [end:proof]
