@@ -737,11 +737,15 @@ def rerun_memory(results: dict, device: str = "cpu", threads: int = 1, log=print
             log(f"  {row['size']:15s} {row['strategy']:14s} allocator peak "
                 f"{(row['alloc_peak_bytes'] or 0) / 2**20:8.2f} MiB"
                 f" / {(row['alloc_peak_grads_zeroed_bytes'] or 0) / 2**20:8.2f} MiB")
+        # Recorded before the finally restores the caller's thread count, so that the file
+        # says how many threads measured. (Until this fix it was read after the restore: the
+        # committed results' memory_rerun records the process default, 2, not the 1 used.)
+        rerun_machine = machine()
     finally:
         torch.set_num_threads(threads_before)
     results["memory_rerun"] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine(),
+        "machine": rerun_machine,
         "fields": list(MEMORY_FIELDS),
     }
     return results

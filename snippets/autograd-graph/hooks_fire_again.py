@@ -42,9 +42,12 @@ fresh2.load_state_dict(layer2.state_dict())
 assert torch.allclose(first_w_grad, reference, rtol=1e-5, atol=1e-7)  # (4)!
 
 layer1.zero_grad()
-layer2.zero_grad()
+assert layer1.weight.grad is None and layer1.bias.grad is None
+assert torch.equal(h.grad, 2 * first_h_grad)  # (5)!
+layer2(layer1(x).tanh()).pow(2).mean().backward()
 optimizer = torch.optim.SGD([*layer1.parameters(), *layer2.parameters()], lr=0.1)
+assert all(p.grad is not None for p in optimizer.param_groups[0]["params"])
 optimizer.zero_grad()
-assert layer1.weight.grad is None and layer2.weight.grad is None
-assert h.grad is not None  # (5)!
+assert all(p.grad is None for p in optimizer.param_groups[0]["params"])
+assert torch.equal(h.grad, 2 * first_h_grad)  # (6)!
 # --8<-- [end:proof]

@@ -48,5 +48,23 @@ with torch.autograd.graph.saved_tensors_hooks(Saved, lambda saved: saved.tensor)
     assert len(held) == 2
     del hidden
     assert len(held) == 0  # (1)!
+    loss = ((x @ W1).tanh() @ W2).pow(2).mean()
+    loss.backward(retain_graph=True)
+    node = loss.grad_fn
+    del loss
+    assert len(held) == 5  # (2)!
+    del node
+    assert len(held) == 0
+    loss = ((x @ W1).tanh() @ W2).pow(2).mean()
+    nodes, tensors = [loss.grad_fn], 0
+    while nodes:
+        node = nodes.pop()
+        nodes += [n for n, _ in node.next_functions if n is not None]
+        names = [a for a in dir(node) if a.startswith("_saved_")]
+        tensors += sum(isinstance(getattr(node, a), torch.Tensor) for a in names)
+    assert tensors == len(held) == 5  # (3)!
+    del loss, node
+    doubled = W2 * 2
+    assert len(held) == 0 and torch.equal(doubled.grad_fn._saved_other, torch.tensor(2))  # (4)!
 gc.enable()
 # --8<-- [end:proof]

@@ -99,4 +99,25 @@ for step in (retain_step, recompute, summed_step, autograd_grad, article_step):
 assert held["summed_step"] == held["recompute"] == (graph, 0)  # (3)!
 assert held["retain_step"] == held["autograd_grad"] == (graph, act + 4 * BATCH)  # (4)!
 assert held["article_step"] == (graph + DEPTH * act + 4 * BATCH, DEPTH * act + 4 * BATCH)
+
+
+def saved_storages(loss):
+    nodes, seen, found = [loss.grad_fn], set(), set()
+    while nodes:
+        node = nodes.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        nodes += [n for n, _ in node.next_functions]
+        for name in dir(node):
+            value = getattr(node, name) if name.startswith("_saved_") else None
+            if isinstance(value, torch.Tensor):
+                found.add(value.untyped_storage().data_ptr())
+    return found
+
+
+with SavedBytes(*keep) as probe:
+    loss1, loss2 = losses()
+    found = saved_storages(loss1) | saved_storages(loss2)
+assert found - probe.ignored == set(probe.live.keys())  # (5)!
 # --8<-- [end:proof]

@@ -10,19 +10,20 @@ os.environ["KINETO_LOG_LEVEL"] = "6"  # (1)!
 
 def peak_bytes(step, device):
     if device.type == "cuda":
+        torch.nn.Linear(8, 8).to(device)(torch.ones(8, 8, device=device)).sum().backward()  # (2)!
         torch.cuda.synchronize(device)
-        start = torch.cuda.memory_allocated(device)  # (2)!
-        torch.cuda.reset_peak_memory_stats(device)  # (3)!
+        start = torch.cuda.memory_allocated(device)  # (3)!
+        torch.cuda.reset_peak_memory_stats(device)  # (4)!
         step()
         torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - start  # (4)!
-    gc.disable()  # (5)!
+        return torch.cuda.max_memory_allocated(device) - start  # (5)!
+    gc.disable()  # (6)!
     with torch.profiler.profile(profile_memory=True) as prof:
         step()
     gc.enable()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     sizes = [e.nbytes() for e in sorted(events, key=lambda e: e.start_ns())]
-    return max(itertools.accumulate(sizes, initial=0))  # (6)!
+    return max(itertools.accumulate(sizes, initial=0))  # (7)!
 
 
 if __name__ == "__main__":

@@ -98,4 +98,9 @@ with SavedBytes(a):
     loss = (b[:, :3] * b[:, 3:]).sum()
 (got,) = torch.autograd.grad(loss, a)
 assert torch.equal(got, expected)  # (4)!
+
+with SavedBytes() as meter:
+    doubled = torch.randn(1000, requires_grad=True) * 2
+assert meter.held() == meter.peak == 0
+assert torch.equal(doubled.grad_fn._saved_other, torch.tensor(2))  # (5)!
 # --8<-- [end:proof]
