@@ -27,5 +27,5 @@ eager_loss = reference(x).pow(2).mean()
 eager_loss.backward(retain_graph=True)
 eager_loss.backward()
 for p, q in zip(model.parameters(), reference.parameters(), strict=True):
-    assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-7)  # (1)!
 # --8<-- [end:proof]
