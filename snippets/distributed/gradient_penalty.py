@@ -74,10 +74,20 @@ with tempfile.TemporaryFile() as stderr_copy:
         assert calls == [1]
 
         ddp = DDP(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)))
+        calls = []
+        ddp.register_comm_hook(calls, count_allreduce)
+        loss = input_penalty_loss(ddp, batch)
+        del ddp
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            loss.backward()
+        assert calls == []  # (3)!
+
+        ddp = DDP(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                ddp(batch).pow(2).mean().backward(create_graph=True)  # (3)!
+                ddp(batch).pow(2).mean().backward(create_graph=True)  # (4)!
                 raise AssertionError("backward(create_graph=True) through DDP should raise")
             except RuntimeError as error:
                 message = str(error)
@@ -93,5 +103,5 @@ assert [str(w.message).split(" which")[0] for w in caught] == [
     "parameter and its gradient"
 ]
 cpp_warning = "Using DistributedDataParallel with create_graph=True is not well-supported."
-assert cpp_lines and all(cpp_warning in " ".join(line.split()) for line in cpp_lines)  # (4)!
+assert cpp_lines and all(cpp_warning in " ".join(line.split()) for line in cpp_lines)  # (5)!
 # --8<-- [end:proof]
