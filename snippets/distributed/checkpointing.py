@@ -1,37 +1,32 @@
 # --8<-- [start:lesson]
 import torch
 from launch import launch
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
 
-class SharedBlock(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed, self.block = nn.Linear(4, 4), nn.Linear(4, 4)
-
+class SharedBlock(torch.nn.Sequential):
     def forward(self, x):
-        h = checkpoint(self.block, self.embed(x), use_reentrant=True)  # (1)!
-        return checkpoint(self.block, h.tanh(), use_reentrant=True)
+        embed, block = self
+        h = checkpoint(block, embed(x), use_reentrant=True)  # (1)!
+        return checkpoint(block, h.tanh(), use_reentrant=True)
 
 
 def on_every_rank(rank, world_size):
     torch.manual_seed(0)
-    ddp = DDP(SharedBlock(), static_graph=True)  # (2)!
+    ddp = DDP(SharedBlock(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)), static_graph=True)  # (2)!
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
     grads = []
-    for step in range(2):
+    for _ in range(2):
         ddp.zero_grad()
         ddp(x).pow(2).mean().backward()
         grads.append(torch.cat([p.grad.flatten() for p in ddp.parameters()]))
-        if rank == 0:
-            print(f"step {step + 1}: gradient norm {grads[-1].norm().item():.4g}")
     return grads
 
 
 if __name__ == "__main__":
     results = launch(on_every_rank)
+    print("rank 0, gradient norm per step:", [f"{g.norm().item():.4g}" for g in results[0]])
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
@@ -40,12 +35,13 @@ import torch.distributed as dist
 
 class Plain(SharedBlock):
     def __init__(self, use_reentrant):
-        super().__init__()
+        super().__init__(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
         self.use_reentrant = use_reentrant
 
     def forward(self, x):
-        h = checkpoint(self.block, self.embed(x), use_reentrant=self.use_reentrant)
-        return checkpoint(self.block, h.tanh(), use_reentrant=self.use_reentrant)
+        embed, block = self
+        h = checkpoint(block, embed(x), use_reentrant=self.use_reentrant)
+        return checkpoint(block, h.tanh(), use_reentrant=self.use_reentrant)
 
 
 def two_steps(model, x):

@@ -1,20 +1,17 @@
 # --8<-- [start:lesson]
-import copy
-
 import torch
-import torch.distributed as dist
 from launch import launch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def on_every_rank(rank, world_size):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
     grads = {}
     for way in ("sum of losses", "two backward passes"):
-        ddp = DDP(copy.deepcopy(model), bucket_cap_mb=1e-6)  # (1)!
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        ddp = DDP(model, bucket_cap_mb=1e-6)  # (1)!
         for _ in range(2):  # (2)!
             ddp.zero_grad()
             y = ddp(x)
@@ -24,16 +21,14 @@ def on_every_rank(rank, world_size):
             else:
                 loss1.backward(retain_graph=True)  # (3)!
                 loss2.backward()
-        grads[way] = torch.cat([p.grad.flatten() for p in ddp.parameters()])
-        every = [torch.empty_like(grads[way]) for _ in range(world_size)]
-        dist.all_gather(every, grads[way])
-        if rank == 0:
-            print(f"{way}: same gradients on both ranks:", torch.equal(*every))
+        grads[way] = torch.cat([p.grad.flatten() for p in model.parameters()])
     return grads
 
 
 if __name__ == "__main__":
     results = launch(on_every_rank)
+    for way in results[0]:
+        print(f"{way}: same gradients on both ranks:", torch.equal(*(r[way] for r in results)))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
@@ -41,6 +36,7 @@ import os
 import sys
 import tempfile
 
+import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 

@@ -22,14 +22,12 @@ def on_every_rank(rank, world_size):
     with warnings.catch_warnings(record=True) as caught:  # (3)!
         warnings.simplefilter("always")
         input_penalty_loss(ddp, x).backward()  # (4)!
-    messages = sorted({str(w.message).split(".")[0] for w in caught})
-    if rank == 0:
-        print("warning:", *messages)
     return torch.cat([p.grad.flatten() for p in model.parameters()]), caught
 
 
 if __name__ == "__main__":
     results = launch(on_every_rank)
+    print("rank 0 warned:", *sorted({str(w.message).split(".")[0] for w in results[0][1]}))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -1,33 +1,29 @@
 # --8<-- [start:lesson]
-import copy
-
 import torch
 import torch.distributed as dist
 from launch import launch  # (1)!
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def on_every_rank(rank, world_size):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
-    batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
-    x = batch.chunk(world_size)[rank]  # (2)!
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
     grads = {}
     for way in ("sum of losses", "two backward passes"):
-        ddp = DDP(copy.deepcopy(model))
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+        ddp = DDP(model)
         y = ddp(x)
         loss1, loss2 = y.pow(2).mean(), y.sum(dim=1).tanh().mean()
         if way == "sum of losses":
-            (loss1 + loss2).backward()  # (3)!
+            (loss1 + loss2).backward()  # (2)!
         else:
-            loss1.backward(retain_graph=True)  # (4)!
+            loss1.backward(retain_graph=True)  # (3)!
             loss2.backward()
         grads[way] = torch.cat([p.grad.flatten() for p in ddp.parameters()])
         every = [torch.empty_like(grads[way]) for _ in range(world_size)]
         dist.all_gather(every, grads[way])
         if rank == 0:
-            print(f"{way}: same gradients on both ranks:", torch.equal(*every))  # (5)!
+            print(f"{way}: same gradients on both ranks:", torch.equal(*every))  # (4)!
     return grads
 
 
@@ -36,6 +32,7 @@ if __name__ == "__main__":
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
+from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 
