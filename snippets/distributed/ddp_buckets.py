@@ -40,120 +40,92 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 
-def make_model():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
-
-
-def two_losses(y):
-    return y.pow(2).mean(), y.sum(dim=1).tanh().mean()
-
-
 def grad_of(loss_index, x):
-    model = make_model()
-    loss = two_losses(model(x))[loss_index]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    y = model(x)
+    loss = (y.pow(2).mean(), y.sum(dim=1).tanh().mean())[loss_index]
     return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()))])
 
 
-batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
-shards = batch.chunk(2)
-expected = grad_of(0, batch) + grad_of(1, batch)
-summed = [r["sum of losses"] for r in results]
-twice = [r["two backward passes"] for r in results]
-assert torch.equal(summed[0], summed[1])  # (1)!
-assert all(torch.allclose(g, expected, rtol=1e-5, atol=1e-6) for g in summed)
-assert not torch.equal(twice[0], twice[1])
+shards = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(2)
+expected = sum(grad_of(i, torch.cat(shards)) for i in (0, 1))
 loss1_averaged = (grad_of(0, shards[0]) + grad_of(0, shards[1])) / 2
+summed, twice = ([r[way] for r in results] for way in results[0])
+tol = {"rtol": 1e-5, "atol": 1e-6}
+assert torch.equal(*summed) and all(torch.allclose(g, expected, **tol) for g in summed)  # (1)!
+assert not torch.equal(*twice)
 for g, shard in zip(twice, shards, strict=True):
-    assert not torch.allclose(g, expected, rtol=1e-5, atol=1e-6)
-    assert torch.allclose(g, loss1_averaged + grad_of(1, shard), rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(g, expected, **tol)
+    assert torch.allclose(g, loss1_averaged + grad_of(1, shard), **tol)
 
 
-def logging_allreduce(state, bucket):
-    log, name_of = state
-    log.append(("all-reduce", [name_of[p] for p in bucket.parameters()]))
+def log_allreduce(log, bucket):
+    log.append([p.label for p in bucket.parameters()])
     return allreduce_hook(None, bucket)
 
 
-def events(model, x, way="sum", steps=2, **settings):
-    name_of = {p: name for name, p in model.named_parameters()}
-    log = []
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(lambda p: log.append(("ready", name_of[p])))
-    ddp = DDP(model, **settings)
-    ddp.register_comm_hook((log, name_of), logging_allreduce)
-    per_step = []
+def logs(model, steps=2, two_passes=False, **settings):
+    for name, p in model.named_parameters():
+        p.label = name
+        p.register_post_accumulate_grad_hook(lambda p: log.append(p.label))
+    ddp, log, per_step = DDP(model, bucket_cap_mb=1e-6, **settings), [], []
+    ddp.register_comm_hook(log, log_allreduce)
     for _ in range(steps):
         log.clear()
-        y = ddp(x)
-        if way == "sum":
-            sum(two_losses(y)).backward()
-        else:
-            loss1, loss2 = two_losses(y)
-            loss1.backward(retain_graph=True)
-            loss2.backward()
+        y = ddp(shards[0])
+        y.pow(2).mean().backward(retain_graph=two_passes)
+        if two_passes:
+            y.sum(dim=1).tanh().mean().backward()
         per_step.append(list(log))
     return per_step
 
 
-def sizes(per_step):
-    return [[len(e[1]) for e in log if e[0] == "all-reduce"] for log in per_step]
+def sizes(model, **settings):
+    return [[len(e) for e in log if isinstance(e, list)] for log in logs(model, **settings)]
 
 
-class Reversed(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.first, self.second = nn.Linear(4, 4), nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.first(self.second(x))
-
-
-def reversed_model():
+def mlp():
     torch.manual_seed(0)
-    return Reversed()
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
 
 
+class Reversed(nn.Sequential):
+    def forward(self, x):
+        return self[0](self[1](x))
+
+
+one, four = [4], [1, 1, 1, 1]
+arrival = ["0.bias", "0.weight", "1.bias", "1.weight"]
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # (2)!
 try:
-    one, four = [4], [1, 1, 1, 1]
-    for way in ("sum", "two backward passes"):  # (3)!
-        assert sizes(events(make_model(), shards[0], way, bucket_cap_mb=1e-6)) == [one, four]
-
-    ready_order = ["first.bias", "first.weight", "second.bias", "second.weight"]
-    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(2))
+    assert sizes(mlp()) == sizes(mlp(), two_passes=True) == [one, four]  # (3)!
     with tempfile.TemporaryFile() as stderr_copy:
-        sys.stderr.flush()
         saved = os.dup(2)
+        sys.stderr.flush()
         os.dup2(stderr_copy.fileno(), 2)
         try:
-            logs = events(reversed_model(), x, find_unused_parameters=True, bucket_cap_mb=1e-6)
+            steps = logs(Reversed(nn.Linear(4, 4), nn.Linear(4, 4)), find_unused_parameters=True)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
         stderr_copy.seek(0)
-        lines = [line for line in stderr_copy.read().decode().splitlines() if line.strip()]
-    assert all("did not find any unused parameters" in line for line in lines)
-    for log in logs:
-        assert [e[1] for e in log if e[0] == "ready"] == ready_order  # (4)!
-        reduced = [e[1] for e in log if e[0] == "all-reduce"]
-        assert reduced == [["second.bias"], ["second.weight"], ["first.bias"], ["first.weight"]]
-        assert (
-            log.index(("ready", "first.bias"))
-            < log.index(("ready", "second.bias"))
-            < log.index(("all-reduce", ["first.bias"]))
-        )
-    step1, step2 = events(reversed_model(), x, bucket_cap_mb=1e-6)  # (5)!
-    assert sizes([step1]) == [one]
-    assert [e[1] for e in step2 if e[0] == "all-reduce"] == [[name] for name in ready_order]
-
-    assert sizes(events(make_model(), x, steps=3, bucket_cap_mb=1e-6)) == [one, four, four]
-    assert sizes(events(make_model(), x, steps=3, bucket_cap_mb_list=[1e-6])) == [four] * 3
-    assert sizes(events(make_model(), x, steps=3, bucket_cap_mb=1e-6, static_graph=True)) == [
-        one,
-        one,
-        four,
-    ]
+        assert all(b"did not find any unused" in line for line in stderr_copy if line.strip())
+    for log in steps:
+        assert [e for e in log if isinstance(e, str)] == arrival  # (4)!
+        assert [e for e in log if isinstance(e, list)] == [
+            ["1.bias"],
+            ["1.weight"],
+            ["0.bias"],
+            ["0.weight"],
+        ]
+        assert log.index("0.bias") < log.index("1.bias") < log.index(["0.bias"])
+    step1, step2 = logs(Reversed(nn.Linear(4, 4), nn.Linear(4, 4)))  # (5)!
+    assert len([e for e in step1 if isinstance(e, list)]) == 1
+    assert [e for e in step2 if isinstance(e, list)] == [[n] for n in arrival]
+    assert sizes(mlp(), steps=3) == [one, four, four]
+    assert sizes(mlp(), steps=3, bucket_cap_mb_list=[1e-6]) == [four] * 3
+    assert sizes(mlp(), steps=3, static_graph=True) == [one, one, four]
 finally:
     dist.destroy_process_group()
 # --8<-- [end:proof]

@@ -51,40 +51,34 @@ def grad_of(loss_index, x):
     return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()))])
 
 
-batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
-shards = batch.chunk(2)
-expected = grad_of(0, batch) + grad_of(1, batch)  # (1)!
+shards = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(2)
+expected = grad_of(0, torch.cat(shards)) + grad_of(1, torch.cat(shards))  # (1)!
 plain = make_model()
-loss1, loss2 = two_losses(plain(batch))
+loss1, loss2 = two_losses(plain(torch.cat(shards)))
 loss1.backward(retain_graph=True)
 loss2.backward()
 assert torch.allclose(
     torch.cat([p.grad.flatten() for p in plain.parameters()]), expected, atol=1e-6
 )
 
-summed = [r["sum of losses"] for r in results]
-twice = [r["two backward passes"] for r in results]
-assert torch.equal(summed[0], summed[1])  # (2)!
-assert all(torch.allclose(g, expected, atol=1e-6) for g in summed)
-assert not torch.equal(twice[0], twice[1])
-assert not any(torch.allclose(g, expected, atol=1e-6) for g in twice)
-
+summed, twice = ([r[way] for r in results] for way in results[0])
+assert torch.equal(*summed) and all(torch.allclose(g, expected, atol=1e-6) for g in summed)  # (2)!
+assert not torch.equal(*twice)
 loss1_averaged = (grad_of(0, shards[0]) + grad_of(0, shards[1])) / 2  # (3)!
-for g, shard in zip(twice, shards, strict=True):
+for g, other, shard in zip(twice, summed, shards, strict=True):
+    assert not torch.allclose(g, expected, atol=1e-6)
     assert torch.allclose(g, loss1_averaged + grad_of(1, shard), atol=1e-6)
-for g, shard in zip(summed, shards, strict=True):
-    assert not torch.allclose(g, loss1_averaged + grad_of(1, shard), atol=1e-6)
+    assert not torch.allclose(other, loss1_averaged + grad_of(1, shard), atol=1e-6)
 
-for grads, same in ((summed, True), (twice, False)):  # (4)!
-    after = []
+stepped = {}
+for way, grads in (("sum", summed), ("twice", twice)):  # (4)!
     for g in grads:
-        model = make_model()
-        params = list(model.parameters())
+        params = list(make_model().parameters())
         for p, chunk in zip(params, g.split([p.numel() for p in params]), strict=True):
             p.grad = chunk.view_as(p).clone()
         torch.optim.SGD(params, lr=0.1).step()
-        after.append(torch.cat([p.detach().flatten() for p in params]))
-    assert torch.equal(after[0], after[1]) == same
+        stepped.setdefault(way, []).append(torch.cat([p.detach().flatten() for p in params]))
+assert torch.equal(*stepped["sum"]) and not torch.equal(*stepped["twice"])
 
 
 def count_allreduce(calls, bucket):
@@ -94,18 +88,15 @@ def count_allreduce(calls, bucket):
 
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # (5)!
 try:
-    for way in ("sum of losses", "two backward passes"):
-        ddp = DDP(make_model())
-        calls = []
+    for two_passes in (False, True):
+        ddp, calls = DDP(make_model()), []
         ddp.register_comm_hook(calls, count_allreduce)
         loss1, loss2 = two_losses(ddp(shards[0]))
-        if way == "sum of losses":
-            (loss1 + loss2).backward()
-        else:
-            loss1.backward(retain_graph=True)
-            assert calls == [4]
-            loss2.backward()
+        (loss1 if two_passes else loss1 + loss2).backward(retain_graph=two_passes)
         assert calls == [4]
+        if two_passes:
+            loss2.backward()
+            assert calls == [4]
 finally:
     dist.destroy_process_group()
 # --8<-- [end:proof]
