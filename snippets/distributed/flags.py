@@ -1,10 +1,7 @@
 # --8<-- [start:flags]
 import os
 
-# find_unused_parameters=True makes DDP print a C++ warning to stderr when it finds no unused
-# parameter ("...did not find any unused parameters..."). It says nothing about correctness,
-# so this program silences C++ warnings; errors still raise, as the output shows.
-os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"  # (1)!
 
 import torch
 import torch.distributed as dist
@@ -19,7 +16,7 @@ SETTINGS = {
 }
 
 
-class Shared(nn.Module):  # both losses depend on every parameter
+class Shared(nn.Module):
     def __init__(self):
         super().__init__()
         self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
@@ -29,7 +26,7 @@ class Shared(nn.Module):  # both losses depend on every parameter
         return y.pow(2).mean(), y.sum(dim=1).tanh().mean()
 
 
-class TwoHeads(nn.Module):  # loss1 never reaches head2, loss2 never reaches head1
+class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()
         self.trunk, self.head1, self.head2 = nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 1)
@@ -40,7 +37,6 @@ class TwoHeads(nn.Module):  # loss1 never reaches head2, loss2 never reaches hea
 
 
 def train(model_class, settings, x, steps=3, summed=False, expected=None):
-    """Two backwards per step (or one, summed); says what happened at each step."""
     torch.manual_seed(0)
     ddp = DDP(model_class(), **settings)
     seen = []
@@ -49,25 +45,24 @@ def train(model_class, settings, x, steps=3, summed=False, expected=None):
         try:
             loss1, loss2 = ddp(x)
             if summed:
-                (loss1 + loss2).backward()  # (1)!
+                (loss1 + loss2).backward()  # (2)!
             else:
                 loss1.backward(retain_graph=True)
                 loss2.backward()
         except RuntimeError as error:
             first_sentence = str(error).split(". ")[0].rstrip(".")
-            seen.append(f"step {step}: RuntimeError: {first_sentence}.")  # (2)!
+            seen.append(f"step {step}: RuntimeError: {first_sentence}.")  # (3)!
             break
         grad = torch.cat([p.grad.flatten() for p in ddp.parameters()])
         both = [torch.empty_like(grad) for _ in range(dist.get_world_size())]
         dist.all_gather(both, grad)
-        seen.append("same" if torch.equal(both[0], both[1]) else "differ")  # (3)!
-        if expected is not None:  # (4)!
+        seen.append("same" if torch.equal(both[0], both[1]) else "differ")  # (4)!
+        if expected is not None:  # (5)!
             seen[-1] += " = full batch" if torch.allclose(grad, expected, atol=1e-6) else ""
     return seen
 
 
 def full_batch_grad(model_class, full_batch):
-    """One process, no DDP, the whole batch, one backward of loss1 + loss2."""
     torch.manual_seed(0)
     model = model_class()
     loss1, loss2 = model(full_batch)
@@ -90,7 +85,7 @@ def on_every_rank(rank, world_size):
             print(f"{model}, {name}:")
             print("   ", ", ".join(seen))
 
-    differ = ["differ"] * 3  # every step runs; the ranks' gradients differ after each one
+    differ = ["differ"] * 3
     assert all(results["Shared", name] == differ for name in SETTINGS)
     summed = results["TwoHeads", "default, one backward of loss1 + loss2"]
     assert summed == ["same = full batch"] * 3

@@ -48,7 +48,7 @@ def two_losses(y):
 # --8<-- [start:fsdp1]
 def sharded(strategy):
     return FSDP(
-        make_model(),  # the model and losses of the DDP example
+        make_model(),
         device_id=torch.device("cpu"),  # (1)!
         sharding_strategy=strategy,
         auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),  # (2)!
@@ -63,7 +63,7 @@ def step(model, x, way):
     elif way == "two backwards":
         loss1.backward(retain_graph=True)
         loss2.backward()  # (3)!
-    else:  # "create_graph=True"
+    else:
         (loss1 + loss2).backward(create_graph=True)
 # --8<-- [end:fsdp1]
 

@@ -49,7 +49,7 @@ def input_penalty_loss(net, x):
 def penalty_step(model, x):
     model.set_reshard_after_backward(False)  # (2)!
     input_penalty_loss(model, x).backward()
-    assert not any(isinstance(p, DTensor) for p in model.parameters())  # whole, not shards
+    assert not any(isinstance(p, DTensor) for p in model.parameters())
     for module in model.modules():  # (3)!
         if isinstance(module, FSDPModule):
             module.reshard()

@@ -30,7 +30,7 @@ for _name in COLLECTIVES:
 
 
 def make_model():
-    torch.manual_seed(0)  # the same starting weights on every rank
+    torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
 
 
@@ -55,7 +55,7 @@ def step(model, x, style):
     elif style == "two backwards":
         loss1.backward(retain_graph=True)  # (2)!
         loss2.backward()
-    else:  # "two, sync off for the first"
+    else:
         model.set_requires_gradient_sync(False)  # (3)!
         loss1.backward(retain_graph=True)
         model.set_requires_gradient_sync(True)

@@ -1,13 +1,9 @@
-"""Run ``fn(rank, world_size)`` on 2 local CPU ranks (gloo), or on the ranks torchrun started.
-
-Other examples on the page import ``launch`` from this file. Run by itself, it starts two
-ranks that add up their rank numbers with one all-reduce.
-"""
-
+# --8<-- [start:lesson]
 import datetime
 import faulthandler
 import multiprocessing.connection
 import os
+import pickle
 import sys
 import threading
 import time
@@ -16,10 +12,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-TIME_LIMIT_S = 90.0  # the whole run, all ranks together
 
-
-def launch(fn, world_size=2, time_limit_s=TIME_LIMIT_S):
+def launch(fn, world_size=2, time_limit_s=90.0):
     if "TORCHELASTIC_RUN_ID" in os.environ:  # (1)!
         dist.init_process_group("gloo")
         try:
@@ -46,19 +40,21 @@ def launch(fn, world_size=2, time_limit_s=TIME_LIMIT_S):
             if process.exitcode is None:
                 process.kill()
                 process.join()
-        del store  # closed now, not during the interpreter's teardown
     if failure is None and any(p.exitcode != 0 for p in ranks):  # (4)!
         failure = "a rank failed"
     if failure is not None:
+        del store
         codes = ", ".join(f"rank {r}: {p.exitcode}" for r, p in enumerate(ranks))
         sys.exit(f"launch: {failure}; every rank has been stopped (exit codes {codes})")
+    results = [pickle.loads(store.get(f"result/{rank}")) for rank in range(world_size)]  # (5)!
+    del store
+    return results
 
 
 def _watch(ranks, time_limit_s):
-    """Wait until every rank has exited; stop early when one fails or time runs out."""
     deadline = time.monotonic() + time_limit_s
     while True:
-        codes = [p.exitcode for p in ranks]  # (5)!
+        codes = [p.exitcode for p in ranks]  # (6)!
         if any(code not in (None, 0) for code in codes):
             return "a rank failed"
         if None not in codes:
@@ -71,42 +67,50 @@ def _watch(ranks, time_limit_s):
 
 
 def _rank(fn, rank, world_size, port, parent_pid):
-    faulthandler.enable(all_threads=True)  # a crash in C++ shows where Python was
+    faulthandler.enable(all_threads=True)  # (7)!
     threading.Thread(target=_exit_if_orphaned, args=(parent_pid,), daemon=True).start()
     store = dist.TCPStore(
         "127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=30)
     )
     dist.init_process_group(
-        "gloo", store=store, rank=rank, world_size=world_size,
+        "gloo",
+        store=store,
+        rank=rank,
+        world_size=world_size,
         timeout=datetime.timedelta(seconds=60),
     )
     try:
-        fn(rank, world_size)
+        store.set(f"result/{rank}", pickle.dumps(fn(rank, world_size)))
     finally:
-        dist.destroy_process_group()  # (6)!
+        dist.destroy_process_group()  # (8)!
     _exit_now()
 
 
 def _exit_now():
-    """Exit 0 without the interpreter's teardown, once the rank's work is done."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)  # (7)!
+    os._exit(0)  # (9)!
 
 
 def _exit_if_orphaned(parent_pid):
     while os.getppid() == parent_pid:
         time.sleep(0.5)
-    os._exit(1)  # the launcher was killed: do not outlive it
+    os._exit(1)
 
 
 def _demo(rank, world_size):
     total = torch.tensor([float(rank)])
-    dist.all_reduce(total)  # sums over all ranks
-    assert total.item() == sum(range(world_size))
+    dist.all_reduce(total)
     if rank == 0:
         print("ranks:", world_size, "| sum of rank numbers:", int(total.item()))
+    return rank, total.item()
 
 
 if __name__ == "__main__":
-    launch(_demo)
+    results = launch(_demo)
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+if __name__ == "__main__":  # (1)!
+    assert results == [(0, 1.0), (1, 1.0)]  # (2)!
+# --8<-- [end:proof]

@@ -1,32 +1,31 @@
+# --8<-- [start:lesson]
 import torch
 
-message = None  # stays None if nothing raises
-# --8<-- [start:shown]
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
 compiled = torch.compile(model, backend="aot_eager")
 x = torch.randn(16, 4, requires_grad=True)
 
 (grad_x,) = torch.autograd.grad(compiled(x).sum(), x, create_graph=True)  # (1)!
-penalty = grad_x.pow(2).sum()  # a gradient penalty, as in WGAN-GP
+penalty = grad_x.pow(2).sum()
 try:
     penalty.backward()  # (2)!
 except RuntimeError as error:
     message = str(error)
+    print(message)
 
 (grad_x,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)  # (3)!
 grad_x.pow(2).sum().backward()
-# --8<-- [end:shown]
+print("eager penalty, first layer's gradient norm:", round(model[0].weight.grad.norm().item(), 4))
+# --8<-- [end:lesson]
 
+# --8<-- [start:proof]
 assert message == "torch.compile with aot_autograd does not currently support double backward"
-print(message)
 
-# The first-order gradient of the compiled model is right; only the second order fails.
 (compiled_grad,) = torch.autograd.grad(compiled(x).sum(), x)
 (eager_grad,) = torch.autograd.grad(model(x).sum(), x)
-assert torch.allclose(compiled_grad, eager_grad, rtol=1e-5, atol=1e-7)
+assert torch.allclose(compiled_grad, eager_grad, rtol=1e-5, atol=1e-7)  # (1)!
 
-# The eager second-order gradient agrees with torch.func's.
 w1 = model[0].weight.detach().clone()
 model.zero_grad()
 (grad_x,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
@@ -44,5 +43,5 @@ def penalty_of(w):
 
 
 expected = torch.func.grad(penalty_of)(w1)
-assert torch.allclose(model[0].weight.grad, expected, rtol=1e-5, atol=1e-7)
-print("eager double backward = torch.func's second-order gradient:", True)
+assert torch.allclose(model[0].weight.grad, expected, rtol=1e-5, atol=1e-7)  # (2)!
+# --8<-- [end:proof]
