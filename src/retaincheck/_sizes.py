@@ -5,8 +5,8 @@ node, the engine calls its ``release_variables()`` unless the graph is kept
 (``torch/csrc/autograd/engine.cpp``, ``Engine::evaluate_function``: after ``call_function``,
 ``if (!graph_task->keep_graph_) fn.release_variables();``).
 A later pass that executes the node again unpacks them, and ``SavedVariable::unpack``
-(``torch/csrc/autograd/saved_variable.cpp``) raises *"Trying to backward through the graph a
-second time"* for a saved tensor that was defined and has been freed. A node without defined
+(``torch/csrc/autograd/saved_variable.cpp``) raises ``Trying to backward through the graph a
+second time`` for a saved tensor that was defined and has been freed. A node without defined
 saved tensors (``AddBackward0``, ``SumBackward0``, ...) runs again without error.
 """
 
