@@ -496,3 +496,19 @@ def test_a_freed_node_without_saved_tensors_does_not_make_a_retain_needed():
         torch.autograd.grad(t.sum(), t)  # walks only SumBackward0: no saved tensors
     first, second = report.calls
     assert (first.needed, second.needed) == (True, False)
+
+
+def test_parameters_passed_as_a_generator_still_reach_torch():
+    # grad(loss, model.parameters(), retain_graph=True) is common (GradNorm, PCGrad): the audit
+    # reads the inputs, and must hand torch the same tensors, not an exhausted generator.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    x = torch.randn(5, 3)
+    expected = torch.autograd.grad(model(x).pow(2).mean(), list(model.parameters()))
+    with retaincheck.audit() as report:
+        loss = model(x).pow(2).mean()
+        got = torch.autograd.grad(loss, model.parameters(), retain_graph=True)
+        loss.backward()
+    assert len(got) == 4 and all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    (call,) = report.calls
+    assert call.verdict == "needed"

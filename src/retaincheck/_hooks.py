@@ -206,6 +206,22 @@ class Session:
                     bound.arguments[roots_arg] = roots
                     args, kwargs = bound.args, bound.kwargs
                     arguments = bound.arguments
+            inputs = arguments.get("inputs")
+            if (
+                inputs is not None
+                and not isinstance(inputs, (tuple, list))
+                and not hasattr(inputs, "grad_fn")
+            ):
+                # The same for inputs=model.parameters(), a generator: the audit reads the
+                # inputs (are these calls rows of one Jacobian?) and torch must still get them.
+                try:
+                    inputs = tuple(inputs)
+                except TypeError:  # not iterable: let torch raise its own error
+                    return original(*args, **kwargs)
+                bound = signature.bind(*args, **kwargs)
+                bound.arguments["inputs"] = inputs
+                args, kwargs = bound.args, bound.kwargs
+                arguments = bound.arguments
             return session.run(original, kind, args, kwargs, arguments, roots_arg, explicit)
 
         wrapper.__wrapped__ = original
