@@ -37,7 +37,7 @@ class CallRecord:
     needed: bool = False
     """True when a later ``backward``/``grad`` call (or a later run of this line) executed a
     node that a run of this line had executed and that held saved tensors: without the flag,
-    that pass would have raised "Trying to backward through the graph a second time"."""
+    that pass would have raised ``Trying to backward through the graph a second time``."""
     retained_bytes: int = 0
     """Bytes of the distinct storages held by the saved tensors of the nodes one run executed
     (what ``retain_graph=False`` would have freed), largest over the runs; leaf tensors that
