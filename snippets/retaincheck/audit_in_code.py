@@ -1,3 +1,4 @@
+# --8<-- [start:lesson]
 import torch
 
 import retaincheck
@@ -14,10 +15,12 @@ with retaincheck.audit() as report:  # (1)!
     loss_b.backward()
 
 (call,) = report.calls  # (3)!
-assert call.needed and call.reused_by == [f"{call.file}:{call.line + 1}"]
-# x (saved by the first Linear), tanh output (saved by Tanh and the second Linear: one
-# storage, counted once) and out (saved by pow); the weights are parameters, not counted
-assert call.retained_bytes == 32 * 8 * 4 + 32 * 16 * 4 + 32 * 4 * 4
 print(call.code, "->", call.verdict)
 print("kept:", call.retained_bytes, "bytes of saved tensors")
 print("suggest:", call.suggestion)
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+assert call.needed and call.reused_by == [f"{call.file}:{call.line + 1}"]
+assert call.retained_bytes == 32 * 8 * 4 + 32 * 16 * 4 + 32 * 4 * 4  # (1)!
+# --8<-- [end:proof]

@@ -1,36 +1,44 @@
+# --8<-- [start:lesson]
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+example = Path(find_spec("article_example").origin)  # (1)!
+run = subprocess.run(
+    [sys.executable, "-m", "retaincheck", example.name],
+    cwd=example.parent,
+    capture_output=True,
+    text=True,
+)
+print("$ python -m retaincheck article_example.py")
+print(run.stdout, end="")
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
 import contextlib
 import io
 import json
 import runpy
-import subprocess
-import sys
 import tempfile
-from pathlib import Path
 
 import torch
 
-here = Path(__file__).resolve().parent
-example = "article_example.py"
-
-
-def retaincheck(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "retaincheck", *args, example],
-        cwd=here, capture_output=True, text=True, check=False,
-    )
-
-
-run = retaincheck()  # python -m retaincheck article_example.py
 assert run.returncode == 0 and run.stderr == ""
-data = json.loads(retaincheck("--json").stdout)
-(call,) = data["calls"]
+as_json = subprocess.run(
+    [sys.executable, "-m", "retaincheck", "--json", example.name],
+    cwd=example.parent,
+    capture_output=True,
+    text=True,
+)
+(call,) = json.loads(as_json.stdout)["calls"]  # (1)!
 assert call["line"] == 25 and call["needed"] is False
 assert call["retained_bytes"] == 232
 
-# The proof: without retain_graph=True the script runs and gives the same gradients.
-def gradients(source):
+
+def gradients(source):  # (2)!
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / example
+        path = Path(d) / example.name
         path.write_text(source)
         torch.manual_seed(0)
         with contextlib.redirect_stdout(io.StringIO()):
@@ -38,10 +46,8 @@ def gradients(source):
     return [p.grad for p in net.parameters()]
 
 
-source = (here / example).read_text()
+source = example.read_text().split("[end:lesson]")[0]
 with_it = gradients(source)
 without_it = gradients(source.replace("retain_graph=True", "retain_graph=False"))
 assert all(torch.equal(a, b) for a, b in zip(with_it, without_it, strict=True))
-
-print("$ python -m retaincheck article_example.py")
-print(run.stdout, end="")
+# --8<-- [end:proof]
