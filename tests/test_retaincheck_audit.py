@@ -512,3 +512,23 @@ def test_parameters_passed_as_a_generator_still_reach_torch():
     assert len(got) == 4 and all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
     (call,) = report.calls
     assert call.verdict == "needed"
+
+
+def test_one_gradient_per_class_through_one_output_is_not_told_to_sum():
+    # Grad-CAM for the top classes: backward(gradient=one_hot, retain_graph=True) once per
+    # class on one output, the gradients read in between: summing would lose them.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3))
+    image = torch.randn(1, 3, requires_grad=True)
+    with retaincheck.audit() as report:
+        scores = model(image)
+        maps = []
+        for k in range(3):
+            image.grad = None
+            scores.backward(gradient=torch.nn.functional.one_hot(torch.tensor([k]), 3).float(),
+                            retain_graph=True)
+            maps.append(image.grad.clone())
+    (call,) = report.calls
+    assert call.verdict == "needed"
+    assert "sum the losses" not in call.suggestion and "detach" not in call.suggestion
+    assert "is_grads_batched=True" in call.suggestion

@@ -312,6 +312,8 @@ class Session:
             # Hook the graph BEFORE the call runs: its own pass shows which nodes it executes,
             # and a reuse during the call (a tensor hook calling autograd.grad) is seen too.
             self.hook_graph(record, roots)
+            if kind == "backward" and arguments.get("grad_tensors") is not None:
+                record.notes.add(notes.GIVEN_GRADIENT)
             if kind == "grad" and notes.NOT_ROWS not in record.notes:
                 call.rows = (
                     _refs(roots),

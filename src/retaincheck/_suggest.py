@@ -12,6 +12,7 @@ UNSEEN = "reused by a call the audit could not name"
 STEP_BETWEEN = "an optimizer step ran between the retaining run and the reuse"
 ROWS = "the reusing runs had the same outputs and inputs and their own grad_outputs"
 SAME_OUTPUTS = "the reusing runs had the same outputs and other inputs"
+GIVEN_GRADIENT = "the retaining backward() was given its own gradient"
 NOT_ROWS = "a reusing run of the same grad() line had other outputs, inputs or no grad_outputs"
 
 
@@ -51,6 +52,15 @@ def suggestion(record) -> str:
     }:
         # Only backward() calls walked it again: the losses could be one sum, unless the
         # gradients are used in between.
+        if SELF in notes and GIVEN_GRADIENT in notes and OTHER_BACKWARD not in notes:
+            # backward(gradient=row) repeated on one output: one gradient per class (Grad-CAM
+            # for the top k classes), read in between, never a sum.
+            return (
+                "keep it: each run sends its own gradient back through the same output (one "
+                "per class or row); if every gradient is known before the first run, "
+                "torch.autograd.grad(out, inputs, grad_outputs=rows, is_grads_batched=True) "
+                "computes them all in one call"
+            )
         if SELF in notes:
             # Later runs of this line walked it: several losses of one forward pass (loss
             # modules, one loss per layer), or state carried across iterations that the
