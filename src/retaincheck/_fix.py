@@ -24,6 +24,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from ._hooks import _without_comment
+
 CREATE_GRAPH_REASON = (
     "kept: create_graph=True retains the graph anyway (retain_graph defaults to create_graph), "
     "so removing retain_graph=True frees nothing; write retain_graph=False by hand"
@@ -69,16 +71,6 @@ def _code_line(source: bytes, line: int) -> str | None:
     """The line, stripped and without a trailing comment, as the audit records it."""
     lines = source.decode("utf-8", "replace").splitlines()
     return _without_comment(lines[line - 1]) if 0 < line <= len(lines) else None
-
-
-def _without_comment(line: str) -> str:
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
-            if tok.type == tokenize.COMMENT:
-                return line[: tok.start[1]].strip()
-    except (tokenize.TokenError, SyntaxError):
-        pass
-    return line.strip()
 
 
 def _locate(record, dirs: list[str]) -> tuple[str | None, str | None]:
