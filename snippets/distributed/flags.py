@@ -46,108 +46,79 @@ class Shared(nn.Sequential):
         return y.pow(2).mean(), y.sum(dim=1).tanh().mean()
 
 
-class AllFirst(TwoHeads):  # (1)!
-    def forward(self, x):
-        head1, head2 = super().forward(x)
-        return head1 + head2, head2
+MODELS = {
+    "shared": lambda: Shared(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)),
+    "two heads": lambda: TwoHeads(nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 1)),
+    "apart": lambda: TwoHeads(
+        nn.Linear(4, 8).requires_grad_(False), nn.Linear(8, 1), nn.Linear(8, 1)
+    ),
+}
+ORDERS = {  # (1)!
+    "as is": lambda a, b: (a, b),
+    "all first": lambda a, b: (a + b, b),
+    "part first": lambda a, b: (b, a + b),
+    "sum": lambda a, b: (a + b,),
+}
+batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
 
 
-class PartFirst(AllFirst):
-    def forward(self, x):
-        return tuple(reversed(super().forward(x)))
-
-
-class Disjoint(nn.Sequential):
-    def forward(self, x):
-        return self[0](x).pow(2).mean(), self[1](x).tanh().pow(2).mean()
-
-
-def make(cls):
+def train(model, order="as is", **option):  # (2)!
     torch.manual_seed(0)
-    if cls is Shared:
-        return Shared(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
-    if cls is Disjoint:
-        return Disjoint(nn.Linear(4, 1), nn.Linear(4, 1))
-    return cls(nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 1))
-
-
-full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
-
-
-def train(cls, x, summed=False, **option):  # (2)!
-    ddp, reference, seen = DDP(make(cls), **option), make(cls), []
-    sum(reference(full_batch)).backward()
-    expected = torch.cat([p.grad.flatten() for p in reference.parameters()])
+    ddp, reference, seen = DDP(MODELS[model](), **option), MODELS[model](), []
+    reference.load_state_dict(ddp.module.state_dict())
+    sum(reference(batch)).backward()
+    expected = torch.cat([p.grad.flatten() for p in reference.parameters() if p.requires_grad])
     for step in (1, 2, 3):
         ddp.zero_grad()
-        try:
-            loss1, loss2 = ddp(x)
-            if summed:
-                (loss1 + loss2).backward()
-            else:
-                loss1.backward(retain_graph=True)
-                loss2.backward()
-        except RuntimeError as error:
-            return [*seen, f"step {step}: {str(error).split('. ')[0].rstrip('.')}."]
-        grad = torch.cat([p.grad.flatten() for p in ddp.parameters()])
-        both = [torch.empty_like(grad) for _ in range(dist.get_world_size())]
+        for n, loss in enumerate(ORDERS[order](*ddp(batch.chunk(2)[dist.get_rank()])), 1):
+            try:
+                loss.backward(retain_graph=n == 1)
+            except RuntimeError as error:
+                return [*seen, f"step {step}, pass {n}: {str(error).split('. ')[0]}."]
+        grad = torch.cat([p.grad.flatten() for p in ddp.parameters() if p.requires_grad])
+        both = [torch.empty_like(grad), torch.empty_like(grad)]
         dist.all_gather(both, grad)
         full = " = full batch" if torch.allclose(grad, expected, atol=1e-6) else ""
         seen.append(("same" if torch.equal(*both) else "differ") + full)
     return seen
 
 
-def allreduces_per_pass(cls, x):  # (3)!
-    ddp, calls = DDP(make(cls)), []
+def allreduces_per_pass(model, order):  # (3)!
+    ddp, calls = DDP(MODELS[model]()), []
     ddp.register_comm_hook(
         calls, lambda calls, bucket: calls.append(1) or allreduce_hook(None, bucket)
     )
-    loss1, loss2 = ddp(x)
-    loss1.backward(retain_graph=True)
+    first, second = ORDERS[order](*ddp(batch.chunk(2)[dist.get_rank()]))
+    first.backward(retain_graph=True)
     after_first = len(calls)
-    loss2.backward()
+    second.backward()
     return after_first, len(calls) - after_first
 
 
 def every_case(rank, world_size):
-    x = full_batch.chunk(world_size)[rank]
+    once = "Expected to mark a variable ready only once."
     for option in ({}, {"find_unused_parameters": True}, {"static_graph": True}):
-        assert train(Shared, x, **option) == ["differ"] * 3  # (4)!
-    assert train(TwoHeads, x) == ["step 1: Expected to mark a variable ready only once."]
-    assert train(TwoHeads, x, find_unused_parameters=True) == [
-        "differ",
-        "step 2: Encountered gradient which is undefined, but still allreduced by DDP reducer.",
-    ]
-    assert train(TwoHeads, x, static_graph=True) == [
-        "differ",
-        "step 2: Your training graph has changed in this iteration, e.g., one parameter is "
-        "unused in first iteration, but then got used in the second iteration.",
-    ]
-    assert train(TwoHeads, x, summed=True) == ["same = full batch"] * 3  # (5)!
-    for cls in (Shared, AllFirst):
-        assert train(cls, x) == ["differ"] * 3  # (6)!
-        assert allreduces_per_pass(cls, x) == (1, 0)
-    assert train(PartFirst, x) == ["step 1: Expected to mark a variable ready only once."]
-    for cls in (TwoHeads, PartFirst):
-        ddp = DDP(make(cls))
-        loss1, loss2 = ddp(x)
-        loss1.backward(retain_graph=True)
-        try:
-            loss2.backward()  # (7)!
-            raise AssertionError("the second pass should raise")
-        except RuntimeError as error:
-            assert str(error).startswith("Expected to mark a variable ready only once.")
-    assert train(Disjoint, x) == ["same = full batch"] * 3  # (8)!
+        assert train("shared", **option) == ["differ"] * 3
+    assert train("two heads") == [f"step 1, pass 2: {once}"]
+    unused = train("two heads", find_unused_parameters=True)
+    static = train("two heads", static_graph=True)
+    assert unused[0] == static[0] == "differ" and len(unused) == len(static) == 2
+    assert unused[1].startswith("step 2, pass 1: Encountered gradient which is undefined")
+    assert static[1].startswith("step 2, pass 2: Your training graph has changed")
+    assert train("two heads", "sum") == ["same = full batch"] * 3
+    assert train("two heads", "all first") == ["differ"] * 3
+    assert allreduces_per_pass("shared", "as is") == (1, 0)
+    assert allreduces_per_pass("two heads", "all first") == (1, 0)
+    assert train("two heads", "part first") == [f"step 1, pass 2: {once}"]
+    assert train("apart") == ["same = full batch"] * 3
     return True
 
 
 fork = multiprocessing.get_context("fork")
-with (
-    tempfile.TemporaryFile() as sink,
-    mock.patch("torch.multiprocessing.get_context", return_value=fork),  # (9)!
-):
+with tempfile.TemporaryFile() as sink, mock.patch("torch.multiprocessing.get_context") as start:
+    start.return_value = fork  # (4)!
     saved = os.dup(2)
-    os.dup2(sink.fileno(), 2)  # (10)!
+    os.dup2(sink.fileno(), 2)  # (5)!
     try:
         every_rank = launch(every_case)
     finally:
