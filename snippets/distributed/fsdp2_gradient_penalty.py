@@ -1,28 +1,41 @@
-import warnings
-
+# --8<-- [start:lesson]
 import torch
-import torch.distributed as dist
 from launch import launch
 from torch import nn
 from torch.distributed.fsdp import FSDPModule, fully_shard
+
+
+def on_every_rank(rank, world_size):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    for module in (model[0], model[2], model):
+        fully_shard(module)
+    model.set_reshard_after_backward(False)  # (1)!
+    x.requires_grad_(True)
+    out = model(x)
+    (grad_x,) = torch.autograd.grad(out.sum(), x, create_graph=True)  # (2)!
+    loss = out.mean() + ((grad_x.norm(dim=1) - 1) ** 2).mean()
+    loss.backward()
+    for module in model.modules():  # (3)!
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    if rank == 0:
+        print(f"rank 0: loss {loss.item():.4g}")
+    return [p.grad.full_tensor() for p in model.parameters()]
+
+
+if __name__ == "__main__":
+    grads = launch(on_every_rank)
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+import multiprocessing
+import warnings
+from unittest import mock
+
+import torch.distributed as dist
 from torch.distributed.tensor import DTensor
-
-COLLECTIVES = {"all_gather_single": "all-gathers", "reduce_scatter_single": "reduce-scatters"}
-COUNTS = dict.fromkeys(COLLECTIVES.values(), 0)
-
-
-def count_calls(name):  # the same counting wrapper as in the example above
-    collective = getattr(dist, name)
-
-    def counted(*args, **kwargs):
-        COUNTS[COLLECTIVES[name]] += 1
-        return collective(*args, **kwargs)
-
-    setattr(dist, name, counted)
-
-
-for _name in COLLECTIVES:
-    count_calls(_name)
 
 
 def make_model():
@@ -32,92 +45,80 @@ def make_model():
 
 def sharded(reshard_after_forward=True):
     model = make_model()
-    for layer in (model[0], model[2]):
-        fully_shard(layer, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, reshard_after_forward=reshard_after_forward)
+    for module in (model[0], model[2], model):
+        fully_shard(module, reshard_after_forward=reshard_after_forward)
     return model
 
 
-# --8<-- [start:fix]
 def input_penalty_loss(net, x):
     x = x.clone().requires_grad_(True)
     out = net(x)
-    (grad_x,) = torch.autograd.grad(out.sum(), x, create_graph=True)  # (1)!
+    (grad_x,) = torch.autograd.grad(out.sum(), x, create_graph=True)
     return out.mean() + ((grad_x.norm(dim=1) - 1) ** 2).mean()
 
 
-def penalty_step(model, x):
-    model.set_reshard_after_backward(False)  # (2)!
-    input_penalty_loss(model, x).backward()
-    assert not any(isinstance(p, DTensor) for p in model.parameters())
-    for module in model.modules():  # (3)!
-        if isinstance(module, FSDPModule):
-            module.reshard()
-# --8<-- [end:fix]
-
-
-def full_grad(model):
-    return torch.cat([p.grad.full_tensor().flatten() for p in model.parameters()])
-
-
-def reset():
-    for name in COUNTS:
-        COUNTS[name] = 0
-
-
-def on_every_rank(rank, world_size):
-    full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
-    x = full_batch.chunk(world_size)[rank]
-    reference = make_model()  # one process, the full batch, no FSDP
-    input_penalty_loss(reference, full_batch).backward()
-    expected = torch.cat([p.grad.flatten() for p in reference.parameters()])
-    lines = []
-
-    for reshard in (True, False):  # the default settings: the penalty fails
-        model = sharded(reshard)
-        try:
-            input_penalty_loss(model, x).backward()
-        except RuntimeError as error:
-            message = str(error)
-            failure = "setStorage: ... " + message[message.index("are out of bounds"):]
-        else:
-            failure = "none"
-        assert failure.endswith("are out of bounds for storage of size 0")
-        lines.append(f"reshard_after_forward={reshard}, default: RuntimeError: {failure}")
-
+def every_setting(rank, world_size):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
+    grads = {}
     for reshard in (True, False):
-        model = sharded(reshard)
-        reset()
-        penalty_step(model, x)
-        counts = dict(COUNTS)
-        assert all(isinstance(p, DTensor) for p in model.parameters())  # shards again
-        right = torch.allclose(full_grad(model), expected, rtol=1e-5, atol=1e-6)
-        assert right
-        lines.append(f"reshard_after_forward={reshard}, reshard_after_backward=False: "
-                     f"{counts['all-gathers']} all-gathers, "
-                     f"{counts['reduce-scatters']} reduce-scatters, = full batch: {right}")
-        assert (counts["all-gathers"], counts["reduce-scatters"]) == ((4, 2) if reshard else (2, 2))
+        try:
+            input_penalty_loss(sharded(reshard), x).backward()  # (1)!
+            raise AssertionError("the default settings should fail")
+        except RuntimeError as error:
+            assert str(error).startswith("setStorage: ")
+            assert str(error).endswith("are out of bounds for storage of size 0")
 
-    # backward(create_graph=True) runs, but the gradient FSDP2 hands back has no graph.
+        model = sharded(reshard)
+        model.set_reshard_after_backward(False)
+        with (
+            mock.patch.object(dist, "all_gather_single", wraps=dist.all_gather_single) as ag,
+            mock.patch.object(
+                dist, "reduce_scatter_single", wraps=dist.reduce_scatter_single
+            ) as rs,
+        ):
+            input_penalty_loss(model, x).backward()
+        assert (ag.call_count, rs.call_count) == ((4, 2) if reshard else (2, 2))  # (2)!
+        assert not any(isinstance(p, DTensor) for p in model.parameters())  # (3)!
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.reshard()
+        assert all(isinstance(p, DTensor) for p in model.parameters())
+        grads[reshard] = [p.grad.full_tensor() for p in model.parameters()]
+
     model = sharded()
-    xx = x.clone().requires_grad_(True)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught:  # (4)!
         warnings.simplefilter("always")
-        model(xx).sum().backward(create_graph=True)
+        model(x.clone().requires_grad_(True)).sum().backward(create_graph=True)
     assert caught and all(
         str(w.message).startswith("Using backward() with create_graph=True") for w in caught
     )
-    plain = make_model()  # without FSDP the same call gives gradients with a graph
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        plain(x.clone().requires_grad_(True)).sum().backward(create_graph=True)
-    assert plain[0].weight.grad.requires_grad
-    has_graph = model[0].weight.grad.requires_grad
-    assert not has_graph
-    lines.append(f"backward(create_graph=True): runs; the gradient has a graph: {has_graph}")
-    if rank == 0:
-        print("\n".join(lines))
+    assert not model[0].weight.grad.requires_grad
+    return grads
 
 
-if __name__ == "__main__":
-    launch(on_every_rank)
+reference = make_model()  # (5)!
+input_penalty_loss(
+    reference, torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+).backward()
+expected = [p.grad for p in reference.parameters()]
+
+
+def right(grads):
+    return all(
+        torch.allclose(g, e, rtol=1e-5, atol=1e-6) for g, e in zip(grads, expected, strict=True)
+    )
+
+
+assert len(grads) == 2 and all(right(on_rank) for on_rank in grads)  # (6)!
+
+fork = multiprocessing.get_context("fork")
+with mock.patch("torch.multiprocessing.get_context", return_value=fork):  # (7)!
+    every_rank = launch(every_setting)
+assert len(every_rank) == 2 and all(right(g) for r in every_rank for g in r.values())
+
+plain = make_model()  # (8)!
+with warnings.catch_warnings(record=True):
+    warnings.simplefilter("always")
+    plain(torch.randn(4, 4, requires_grad=True)).sum().backward(create_graph=True)
+assert plain[0].weight.grad.requires_grad
+# --8<-- [end:proof]

@@ -1,32 +1,44 @@
-import contextlib
-import os
-import tempfile
+# --8<-- [start:lesson]
+import warnings
 
 import torch
-import torch.distributed as dist
 from launch import launch
 from torch import nn
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.debug import CommDebugMode
+
+
+def on_every_rank(rank, world_size):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    for module in (model[0], model[2], model):
+        fully_shard(module)  # (1)!
+    with warnings.catch_warnings(), CommDebugMode() as comm:  # (2)!
+        warnings.simplefilter("ignore")
+        y = model(x)
+        loss1, loss2 = y.pow(2).mean(), y.sum(dim=1).tanh().mean()
+        (loss1 + loss2).backward()  # (3)!
+    if rank == 0:
+        print({str(op): n for op, n in comm.get_comm_counts().items()})
+    return [p.grad.full_tensor() for p in model.parameters()]  # (4)!
+
+
+if __name__ == "__main__":
+    grads = launch(on_every_rank)
+# --8<-- [end:lesson]
+
+# --8<-- [start:proof]
+import contextlib
+import multiprocessing
+import os
+import tempfile
+from unittest import mock
+
 from torch.distributed.tensor import DTensor
 from torch.profiler import ProfilerActivity, profile
 
-# --8<-- [start:count]
-COLLECTIVES = {"all_gather_single": "all-gathers", "reduce_scatter_single": "reduce-scatters"}
-COUNTS = dict.fromkeys(COLLECTIVES.values(), 0)
-
-
-def count_calls(name):  # (1)!
-    collective = getattr(dist, name)
-
-    def counted(*args, **kwargs):
-        COUNTS[COLLECTIVES[name]] += 1
-        return collective(*args, **kwargs)
-
-    setattr(dist, name, counted)
-
-
-for _name in COLLECTIVES:
-    count_calls(_name)
+ALL_GATHER, REDUCE_SCATTER = torch.ops.c10d._allgather_base_, torch.ops.c10d._reduce_scatter_base_
 
 
 def make_model():
@@ -38,34 +50,22 @@ def two_losses(y):
     return y.pow(2).mean(), y.sum(dim=1).tanh().mean()
 
 
-def sharded(reshard_after_forward):
-    model = make_model()
-    for layer in (model[0], model[2]):
-        fully_shard(layer, reshard_after_forward=reshard_after_forward)  # (2)!
-    fully_shard(model, reshard_after_forward=reshard_after_forward)
-    return model
-# --8<-- [end:count]
-
-
-# --8<-- [start:step]
-def step(model, x, style):
+def step(model, x, way):
     loss1, loss2 = two_losses(model(x))
-    if style == "sum of losses":
-        (loss1 + loss2).backward()  # (1)!
-    elif style == "two backwards":
-        loss1.backward(retain_graph=True)  # (2)!
+    if way == "sum of losses":
+        (loss1 + loss2).backward()
+    elif way == "two backwards":
+        loss1.backward(retain_graph=True)
         loss2.backward()
     else:
-        model.set_requires_gradient_sync(False)  # (3)!
+        model.set_requires_gradient_sync(False)  # (1)!
         loss1.backward(retain_graph=True)
         model.set_requires_gradient_sync(True)
         loss2.backward()
-# --8<-- [end:step]
 
 
 @contextlib.contextmanager
-def quiet_stderr():
-    """The profiler's C++ side writes start/stop lines to file descriptor 2: drop them."""
+def quiet_stderr():  # (2)!
     with tempfile.TemporaryFile() as sink:
         saved = os.dup(2)
         os.dup2(sink.fileno(), 2)
@@ -76,38 +76,57 @@ def quiet_stderr():
             os.close(saved)
 
 
-def full_grad(model):  # each rank holds a shard of every gradient: gather the whole
-    return torch.cat([p.grad.full_tensor().flatten() for p in model.parameters()])
+def sharded(reshard):
+    model = make_model()
+    for module in (model[0], model[2], model):
+        fully_shard(module, reshard_after_forward=reshard)
+    return model
 
 
-def on_every_rank(rank, world_size):
-    full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
-    x = full_batch.chunk(world_size)[rank]
-    reference = make_model()  # one process, the full batch, no FSDP
-    sum(two_losses(reference(full_batch))).backward()
-    expected = torch.cat([p.grad.flatten() for p in reference.parameters()])
-
-    rows = []
+def every_way(rank, world_size):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
+    rows = {}
     for reshard in (True, False):
-        for style in ("sum of losses", "two backwards", "two, sync off for the first"):
+        for way in ("sum of losses", "two backwards", "two, sync off for the first"):
             model = sharded(reshard)
-            for name in COUNTS:
-                COUNTS[name] = 0
+            with warnings.catch_warnings(), CommDebugMode() as comm:
+                warnings.simplefilter("ignore")
+                step(model, x, way)
+            counts = comm.get_comm_counts()
+            assert set(counts) == {ALL_GATHER, REDUCE_SCATTER}  # (3)!
+            assert all(isinstance(p.grad, DTensor) for p in model.parameters())  # (4)!
             with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-                step(model, x, style)
-            counts = dict(COUNTS)
-            # The same count from the profiler: the c10d ops that really ran.
+                step(sharded(reshard), x, way)
             ops = [e.name for e in prof.events()]
-            assert counts["all-gathers"] == ops.count("c10d::_allgather_base_")
-            assert counts["reduce-scatters"] == ops.count("c10d::_reduce_scatter_base_")
+            assert counts[ALL_GATHER] == ops.count("c10d::_allgather_base_")
+            assert counts[REDUCE_SCATTER] == ops.count("c10d::_reduce_scatter_base_")
+            rows[reshard, way] = (
+                (counts[ALL_GATHER], counts[REDUCE_SCATTER]),
+                [p.grad.full_tensor() for p in model.parameters()],
+            )
+    return rows
 
-            assert all(isinstance(p.grad, DTensor) for p in model.parameters())  # shards
-            grad = full_grad(model)
-            right = torch.allclose(grad, expected, rtol=1e-5, atol=1e-6)
-            assert right
-            rows.append((reshard, style, counts["all-gathers"], counts["reduce-scatters"], right))
 
-    expected_counts = {  # per step, for this model: 2 sharded layers
+reference = make_model()  # (5)!
+full_batch = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+sum(two_losses(reference(full_batch))).backward()
+expected = [p.grad for p in reference.parameters()]
+
+
+def right(grads):
+    return all(
+        torch.allclose(g, e, rtol=1e-5, atol=1e-6) for g, e in zip(grads, expected, strict=True)
+    )
+
+
+assert len(grads) == 2 and all(right(on_rank) for on_rank in grads)  # (6)!
+
+fork = multiprocessing.get_context("fork")
+with mock.patch("torch.multiprocessing.get_context", return_value=fork):  # (7)!
+    every_rank = launch(every_way)
+for rows in every_rank:
+    assert all(right(row_grads) for _, row_grads in rows.values())  # (8)!
+    assert {key: counts for key, (counts, _) in rows.items()} == {  # (9)!
         (True, "sum of losses"): (4, 2),
         (True, "two backwards"): (6, 4),
         (True, "two, sync off for the first"): (6, 2),
@@ -115,13 +134,4 @@ def on_every_rank(rank, world_size):
         (False, "two backwards"): (4, 4),
         (False, "two, sync off for the first"): (4, 2),
     }
-    assert {(r, s): (ag, rs) for r, s, ag, rs, _ in rows} == expected_counts
-    if rank == 0:
-        print("reshard_after_forward | way                         | all-gathers | "
-              "reduce-scatters | = full batch")
-        for reshard, style, ag, rs, right in rows:
-            print(f"{reshard!s:21} | {style:27} | {ag:11} | {rs:15} | {right}")
-
-
-if __name__ == "__main__":
-    launch(on_every_rank)
+# --8<-- [end:proof]
