@@ -40,9 +40,13 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 
-def grad_of(loss_index, x):
+def mlp():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+def grad_of(loss_index, x):
+    model = mlp()
     y = model(x)
     loss = (y.pow(2).mean(), y.sum(dim=1).tanh().mean())[loss_index]
     return torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(model.parameters()))])
@@ -83,11 +87,6 @@ def logs(model, steps=2, two_passes=False, **settings):
 
 def sizes(model, **settings):
     return [[len(e) for e in log if isinstance(e, list)] for log in logs(model, **settings)]
-
-
-def mlp():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
 
 
 class Reversed(nn.Sequential):

@@ -21,9 +21,9 @@ def on_every_rank(rank, world_size):
             loss2.backward()
         grads[way] = torch.cat([p.grad.flatten() for p in ddp.parameters()])
         every = [torch.empty_like(grads[way]) for _ in range(world_size)]
-        dist.all_gather(every, grads[way])
+        dist.all_gather(every, grads[way])  # (4)!
         if rank == 0:
-            print(f"{way}: same gradients on both ranks:", torch.equal(*every))  # (4)!
+            print(f"{way}: same gradients on every rank:", all(map(torch.equal, every, every[1:])))
     return grads
 
 

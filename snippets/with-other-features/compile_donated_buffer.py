@@ -29,10 +29,15 @@ try:
 except RuntimeError as error:
     assert str(error) == message
 
+torch._functorch.config.donated_buffer = False
+compiled(x).sum().backward(retain_graph=True)  # (2)!
+assert compiled(x).grad_fn._forward_cls.metadata.bw_donated_idxs
+torch._functorch.config.donated_buffer = True
+
 torch._dynamo.reset()
 fresh = torch.compile(model, backend="aot_eager")
 loss = fresh(x).pow(2).mean()
-loss.backward(retain_graph=True)  # (2)!
+loss.backward(retain_graph=True)  # (3)!
 loss.backward()
 assert time.perf_counter() - started < 20
 # --8<-- [end:proof]

@@ -28,4 +28,6 @@ eager_loss.backward(retain_graph=True)
 eager_loss.backward()
 for p, q in zip(model.parameters(), reference.parameters(), strict=True):
     assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-7)  # (1)!
+
+assert not compiled(x).grad_fn._forward_cls.metadata.bw_donated_idxs  # (2)!
 # --8<-- [end:proof]
