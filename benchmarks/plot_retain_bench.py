@@ -130,8 +130,8 @@ TEXT = {
         "mib_step": "这一步结束后计算图仍占用（MiB）",
         "bptt_title": "截断 BPTT，共 {steps} 步",
         "bptt": {
-            "not_detached_retain": "隐藏状态不 detach + retain_graph=True",
-            "detached": "隐藏状态 detach",
+            "not_detached_retain": "隐藏状态不调用 detach() + retain_graph=True",
+            "detached": "隐藏状态调用 detach()",
         },
         "table": {
             "size": "模型",
