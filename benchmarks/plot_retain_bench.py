@@ -130,8 +130,8 @@ TEXT = {
         "mib_step": "这一步结束后计算图仍占用（MiB）",
         "bptt_title": "截断 BPTT，共 {steps} 步",
         "bptt": {
-            "not_detached_retain": "隐藏状态不 detach + retain_graph=True",
-            "detached": "隐藏状态 detach",
+            "not_detached_retain": "隐藏状态不调用 detach() + retain_graph=True",
+            "detached": "隐藏状态调用 detach()",
         },
         "table": {
             "size": "模型",
@@ -143,9 +143,12 @@ TEXT = {
             "range": "耗时相对损失相加（倍，各规模的范围）",
             "peak_largest": "占用峰值（最大的模型）",
             "held_largest": "这一步结束后仍占用（最大的模型）",
-            "alloc_none": "分配器峰值，梯度为 None",
+            "alloc_none": "分配器峰值，梯度为 `None`",
             "alloc_zeroed": "分配器峰值，梯度已清零",
             "vs_summed": "相对损失相加（倍）",
+            # Tables are Markdown: code names go in code spans there, not in figures.
+            "strategy_names": {"autograd_grad": "逐个损失调用 `torch.autograd.grad`"},
+            "span": "{lo}～{hi}",
         },
     },
 }
@@ -356,6 +359,11 @@ def mib(n: int | None) -> str:
     return "–" if n is None else f"{n / MIB:.2f} MiB"
 
 
+def table_strategy(t: dict, s: str) -> str:
+    """A strategy's name in a Markdown table (may differ from the figure label)."""
+    return t["table"].get("strategy_names", {}).get(s, t["strategy"][s])
+
+
 def table_strategies(results: dict, lang: str) -> str:
     t = TEXT[lang]
     h = t["table"]
@@ -366,7 +374,7 @@ def table_strategies(results: dict, lang: str) -> str:
     ]
     for r in results["strategies"]:
         lines.append(
-            f"| {size_label(r)} | {t['strategy'][r['strategy']]} | {human_time(r['median_s'])} "
+            f"| {size_label(r)} | {table_strategy(t, r['strategy'])} | {human_time(r['median_s'])} "
             f"| {r['ratio_to_summed']:.2f} | {mib(r['peak_bytes'])} "
             f"| {mib(r['held_after_bytes'])} | {mib(r['alloc_peak_bytes'])} "
             f"| {mib(r['alloc_peak_grads_zeroed_bytes'])} |"
@@ -397,7 +405,7 @@ def table_real_peak(results: dict, lang: str) -> str:
     for s in strategy_names(results):
         r = by[(*size, s)]
         lines.append(
-            f"| {t['strategy'][s]} | {mib(r['peak_bytes'])} | {mib(r[none])} "
+            f"| {table_strategy(t, s)} | {mib(r['peak_bytes'])} | {mib(r[none])} "
             f"| {r[none] / summed[none]:.2f} | {mib(r[zeroed])} "
             f"| {r[zeroed] / summed[zeroed]:.2f} |"
         )
@@ -417,11 +425,11 @@ def table_summary(results: dict, lang: str) -> str:
     for s in strategy_names(results):
         ratios = [rows[(z, s)]["ratio_to_summed"] for z in sizes]
         span = f"{min(ratios):.2f}" if min(ratios) == max(ratios) else (
-            f"{min(ratios):.2f} – {max(ratios):.2f}"
+            h.get("span", "{lo} – {hi}").format(lo=f"{min(ratios):.2f}", hi=f"{max(ratios):.2f}")
         )
         big = rows[(largest, s)]
         lines.append(
-            f"| {t['strategy'][s]} | {span} | {mib(big['peak_bytes'])} "
+            f"| {table_strategy(t, s)} | {span} | {mib(big['peak_bytes'])} "
             f"| {mib(big['held_after_bytes'])} |"
         )
     return "\n".join(lines) + "\n"
