@@ -70,7 +70,7 @@ def next_forward_uses_new_weights(x, reshard):
     out = model(x)
     updated = make_model()
     with torch.no_grad():
-        shards = optimizer.param_groups[0]["params"]  # what the step updated
+        shards = optimizer.param_groups[0]["params"]
         for p, shard in zip(updated.parameters(), shards, strict=True):
             p.copy_(shard.full_tensor())
     return torch.allclose(out, updated(x), rtol=1e-5, atol=1e-6)
@@ -112,8 +112,8 @@ def every_setting(rank, world_size):
         str(w.message).startswith("Using backward() with create_graph=True") for w in caught
     )
     assert not any(p.grad.requires_grad for p in model.parameters())
-    assert next_forward_uses_new_weights(x, reshard=True)  # reshard(): new weights
-    assert not next_forward_uses_new_weights(x, reshard=False)  # none: old whole ones
+    assert next_forward_uses_new_weights(x, reshard=True)
+    assert not next_forward_uses_new_weights(x, reshard=False)
     return grads
 
 
