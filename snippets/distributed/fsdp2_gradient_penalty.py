@@ -57,6 +57,25 @@ def input_penalty_loss(net, x):
     return out.mean() + ((grad_x.norm(dim=1) - 1) ** 2).mean()
 
 
+def next_forward_uses_new_weights(x, reshard):
+    model = sharded()
+    model.set_reshard_after_backward(False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    input_penalty_loss(model, x).backward()
+    if reshard:
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.reshard()
+    optimizer.step()
+    out = model(x)
+    updated = make_model()
+    with torch.no_grad():
+        shards = optimizer.param_groups[0]["params"]
+        for p, shard in zip(updated.parameters(), shards, strict=True):
+            p.copy_(shard.full_tensor())
+    return torch.allclose(out, updated(x), rtol=1e-5, atol=1e-6)
+
+
 def every_setting(rank, world_size):
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
     grads = {}
@@ -92,7 +111,9 @@ def every_setting(rank, world_size):
     assert caught and all(
         str(w.message).startswith("Using backward() with create_graph=True") for w in caught
     )
-    assert not model[0].weight.grad.requires_grad
+    assert not any(p.grad.requires_grad for p in model.parameters())
+    assert next_forward_uses_new_weights(x, reshard=True)
+    assert not next_forward_uses_new_weights(x, reshard=False)
     return grads
 
 
