@@ -13,11 +13,18 @@ Pure Python and standard library only; torch is imported by the caller, not here
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from html import escape
 
 PRESENT = "present"
 FREED = "freed"
+
+# The words inside the boxes, in the language of the page that shows the figure.
+LABELS = {
+    "en": {PRESENT: "saved", FREED: "freed", "none": "no saved tensors", "colon": ": "},
+    "zh": {PRESENT: "已保存", FREED: "已释放", "none": "未保存任何张量", "colon": "："},
+}
 
 
 @dataclass
@@ -106,18 +113,24 @@ GAP_X, GAP_Y = 22.0, 38.0
 MARGIN = 8.0
 
 
-def node_lines(node: Node) -> list[tuple[str, str]]:
+def node_lines(node: Node, lang: str = "en") -> list[tuple[str, str]]:
     """(text, kind) lines of a box; kind picks the style."""
+    words = LABELS[lang]
     lines = [(node.name, "name")]
     if node.detail:
         lines.append((f"→ {node.detail}", "detail"))
     if node.saved:
         for name, state in node.saved:
             mark = "●" if state == PRESENT else "○"
-            lines.append((f"{mark} {name}: {'saved' if state == PRESENT else 'freed'}", state))
+            lines.append((f"{mark} {name}{words['colon']}{words[state]}", state))
     elif node.name != "AccumulateGrad":
-        lines.append(("no saved tensors", "none"))
+        lines.append((words["none"], "none"))
     return lines
+
+
+def text_width(text: str) -> float:
+    """Estimated width in px: a wide (CJK) character takes a full em, others CHAR_W."""
+    return sum(FONT if unicodedata.east_asian_width(c) in "WF" else CHAR_W for c in text)
 
 
 def layers(graph: Graph) -> list[list[int]]:
@@ -156,13 +169,13 @@ class Box:
     lines: list[tuple[str, str]]
 
 
-def layout(graph: Graph) -> tuple[dict[int, Box], float, float]:
+def layout(graph: Graph, lang: str = "en") -> tuple[dict[int, Box], float, float]:
     boxes: dict[int, Box] = {}
     rows = layers(graph)
     sizes = {}
     for n in graph.nodes:
-        lines = node_lines(n)
-        w = max(len(t) for t, _ in lines) * CHAR_W + 2 * PAD_X
+        lines = node_lines(n, lang)
+        w = max(text_width(t) for t, _ in lines) + 2 * PAD_X
         h = len(lines) * LINE_H + 2 * PAD_Y
         sizes[n.index] = (w, h, lines)
     row_widths = [sum(sizes[i][0] for i in row) + GAP_X * (len(row) - 1) for row in rows]
@@ -202,9 +215,12 @@ def _f(v: float) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
-def render(graph: Graph, fig_id: str, title: str) -> str:
-    """The graph as an inline SVG element (no XML prolog, no external references)."""
-    boxes, width, height = layout(graph)
+def render(graph: Graph, fig_id: str, title: str, lang: str = "en") -> str:
+    """The graph as an inline SVG element (no XML prolog, no external references).
+
+    ``lang`` picks the words inside the boxes (:data:`LABELS`); Chinese text is never italic.
+    """
+    boxes, width, height = layout(graph, lang)
     arrow = f"{fig_id}-arrow"
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="autograd-graph" id="{fig_id}" '
@@ -239,6 +255,8 @@ def render(graph: Graph, fig_id: str, title: str) -> str:
         for k, (text, kind) in enumerate(box.lines):
             ty = box.y + PAD_Y + LINE_H * (k + 0.75)
             style = TEXT_STYLE[kind]
+            if lang != "en":
+                style = style.replace(";font-style:italic", "")
             if kind == PRESENT:
                 mark, rest = text.split(" ", 1)
                 out.append(

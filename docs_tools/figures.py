@@ -2,7 +2,8 @@
 
 Each figure runs a small example, walks the graph it built with
 :func:`docs_tools.autograd_svg.walk` and renders it. The SVGs are committed under
-``docs/assets/figures/`` and inlined into the English and the Chinese page alike;
+``docs/assets/figures/``, one per language (``name.en.svg``, ``name.zh.svg``: the words
+inside the boxes are the page's), and inlined into the page of that language;
 ``tests/test_figures.py`` rebuilds them and fails if a committed file differs.
 
 Regenerate after a deliberate change with ``python -m docs_tools.figures``.
@@ -61,28 +62,47 @@ def no_saved_tensors_after_backward():
 FIGURES = {
     "graph-before-backward": (
         before_backward,
-        "The graph of the two-layer example after the forward pass: every saved tensor present",
+        {
+            "en": "The graph of the two-layer example after the forward pass: "
+            "every saved tensor present",
+            "zh": "两层网络的例子在前向传播之后的计算图：保存的张量全部都在",
+        },
     ),
     "graph-after-backward": (
         after_backward,
-        "The same graph after backward(): every node still there, every saved tensor freed",
+        {
+            "en": "The same graph after backward(): every node still there, "
+            "every saved tensor freed",
+            "zh": "同一张图在 backward() 之后：节点都还在，保存的张量全部被释放",
+        },
     ),
     "graph-retained": (
         after_retained_backward,
-        "The same graph after backward(retain_graph=True): every saved tensor still present",
+        {
+            "en": "The same graph after backward(retain_graph=True): "
+            "every saved tensor still present",
+            "zh": "同一张图在 backward(retain_graph=True) 之后：保存的张量全部还在",
+        },
     ),
     "graph-no-saved-tensors": (
         no_saved_tensors_after_backward,
-        "A graph of additions, a subtraction and a sum after backward(): no saved tensors to free",
+        {
+            "en": "A graph of additions, a subtraction and a sum after backward(): "
+            "no saved tensors to free",
+            "zh": "只有加法、减法和求和的计算图在 backward() 之后：没有保存的张量可释放",
+        },
     ),
 }
 
+LANGUAGES = ("en", "zh")
+
 
 def build() -> dict[str, str]:
-    """File name -> SVG text of every figure."""
+    """File name (``name.<lang>.svg``, one per page language) -> SVG text of every figure."""
     return {
-        f"{name}.svg": render(make(), fig_id=name, title=title)
-        for name, (make, title) in FIGURES.items()
+        f"{name}.{lang}.svg": render(make(), fig_id=name, title=titles[lang], lang=lang)
+        for name, (make, titles) in FIGURES.items()
+        for lang in LANGUAGES
     }
 
 

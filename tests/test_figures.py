@@ -1,8 +1,9 @@
 """The guide's autograd-graph figures are drawn from the graphs torch really builds.
 
 ``docs_tools/figures.py`` runs each example and renders what :func:`walk` finds; the SVGs
-committed under ``docs/assets/figures/`` must be exactly what it produces now. The renderer
-itself is checked against graphs whose nodes and saved tensors are known.
+committed under ``docs/assets/figures/`` (``name.en.svg`` and ``name.zh.svg``: the words inside
+the boxes are in the page's language) must be exactly what it produces now. The renderer itself
+is checked against graphs whose nodes and saved tensors are known.
 """
 
 from __future__ import annotations
@@ -48,6 +49,38 @@ def test_committed_figures_are_what_torch_builds_now(filename):
 def test_no_stray_figures():
     on_disk = {p.name for p in figures.FIGURES_DIR.glob("graph-*.svg")}
     assert on_disk == set(figures.build())
+    assert len(on_disk) == len(figures.FIGURES) * len(figures.LANGUAGES)
+
+
+def texts(svg: str) -> list[str]:
+    return re.findall(r"<text [^>]*>(.*?)</text>", svg)
+
+
+def test_chinese_figures_have_chinese_labels_and_the_same_graph():
+    built = figures.build()
+    for name in figures.FIGURES:
+        en, zh = built[f"{name}.en.svg"], built[f"{name}.zh.svg"]
+        assert re.findall(r'data-name="(\w+)"', en) == re.findall(r'data-name="(\w+)"', zh)
+        assert en.count("marker-end=") == zh.count("marker-end=")
+        labels = " ".join(texts(zh))
+        for english in ("saved", "freed", "no saved tensors"):
+            assert english not in labels, (name, english)
+        assert "font-style:italic" not in zh  # CJK has no italic
+    assert "font-style:italic" in built["graph-before-backward.en.svg"]
+    after = " ".join(texts(built["graph-after-backward.zh.svg"]))
+    assert "○ result：已释放" in after and "未保存任何张量" in after
+    before = " ".join(texts(built["graph-before-backward.zh.svg"]))
+    assert "result：已保存" in before and "已释放" not in before
+
+
+def test_boxes_are_wide_enough_for_chinese_text():
+    assert autograd_svg.text_width("已释放") == 3 * autograd_svg.FONT
+    assert autograd_svg.text_width("freed") == 5 * autograd_svg.CHAR_W
+    graph = figures.after_backward()
+    boxes, _, _ = autograd_svg.layout(graph, "zh")
+    for box in boxes.values():
+        widest = max(autograd_svg.text_width(t) for t, _ in box.lines)
+        assert box.w >= widest + 2 * autograd_svg.PAD_X
 
 
 def test_node_count_is_the_number_of_reachable_grad_fn_nodes():
@@ -114,7 +147,7 @@ def test_svg_is_self_contained_and_theme_aware():
         assert not re.search(r"#(?:000|fff)\b|black|white", svg, flags=re.I), name
         assert "var(--md-default-fg-color" in svg
         ids = re.findall(r'\bid="([^"]+)"', svg)
-        stem = name.removesuffix(".svg")
+        stem = name.split(".")[0]
         assert all(i.startswith(stem) for i in ids), ids  # unique on a page with several
 
 
@@ -125,6 +158,11 @@ def figure_includes(page: Path) -> list[str]:
 def test_both_languages_show_the_same_figures_and_every_figure_is_shown():
     shown = set()
     for en, zh in mdfences.page_pairs(ROOT / "docs"):
-        assert figure_includes(en) == figure_includes(zh), en
-        shown.update(figure_includes(en))
+        en_figures, zh_figures = figure_includes(en), figure_includes(zh)
+        assert all(f.endswith(".en.svg") for f in en_figures), en
+        assert all(f.endswith(".zh.svg") for f in zh_figures), zh
+        assert [f.removesuffix(".en.svg") for f in en_figures] == [
+            f.removesuffix(".zh.svg") for f in zh_figures
+        ], en
+        shown.update(en_figures + zh_figures)
     assert shown == set(figures.build())
