@@ -175,19 +175,22 @@ def run_file(
     timeout: float = DEFAULT_TIMEOUT_S,
     args: list[str] | None = None,
     variant: str | None = None,
+    warm_spawn: bool = False,
 ) -> Run:
     """Run one Python file as ``python path args...`` would, in an empty working directory.
 
     It runs in a fork of a warm interpreter that has imported torch (``snippetserver.py``),
-    which saves each run the seconds of starting Python and importing torch.
-    ``SNIPPETS_FRESH_INTERPRETER=1`` runs each file in a new interpreter instead.
+    which saves each run the seconds of starting Python and importing torch; with
+    ``warm_spawn`` the processes it starts with ``spawn`` are forks of a clean warm interpreter
+    too (``snippetserver.start_spawn_zygote``). ``SNIPPETS_FRESH_INTERPRETER=1`` runs each file
+    in a new interpreter instead, and its processes with a real ``spawn``.
     """
     if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
         return _run_in_new_interpreter(path, timeout, args, variant)
     with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
         work = Path(cwd, "cwd")
         work.mkdir()
-        target = {"path": str(Path(path).resolve())}
+        target = {"path": str(Path(path).resolve()), "warm_spawn": warm_spawn}
         return _run_in_server(target, args, work, timeout, variant)
 
 
@@ -270,8 +273,11 @@ def run_snippet(
 ) -> Run:
     """A snippet's run: its lesson alone, then its proof (``lessonrun.py``), or the whole file."""
     if has_lesson(snippet):
-        return run_file(LESSONRUN, timeout, args=[str(Path(snippet).resolve())], variant=variant)
-    return run_file(snippet, timeout, variant=variant)
+        return run_file(
+            LESSONRUN, timeout, args=[str(Path(snippet).resolve())], variant=variant,
+            warm_spawn=True,
+        )
+    return run_file(snippet, timeout, variant=variant, warm_spawn=True)
 
 
 def run_code(code: str, timeout: float = DEFAULT_TIMEOUT_S) -> Run:

@@ -15,7 +15,8 @@ interpreter whose environment differs from pytest's, and a snippet must not run 
 pytest process (its global torch state would leak into the next test).
 
 Protocol: one JSON object per line each way.
-request  {"path": str, "args": [str], "cwd": str, "stdout": str, "stderr": str, "timeout": float}
+request  {"path": str, "args": [str], "cwd": str, "stdout": str, "stderr": str, "timeout": float,
+          "warm_spawn": bool (optional, see start_spawn_zygote)}
          or {"module": str, ...} instead of "path": ``python -m module args...``
 reply    {"returncode": int | null, "seconds": float}   (null: killed at its time limit)
 """
@@ -38,6 +39,93 @@ import torch  # noqa: F401  (the point of the server: imported once, before any 
 import torch._dynamo  # noqa: E402, F401
 
 
+def start_spawn_zygote() -> None:
+    """Make every ``spawn`` process this program starts a fork of a clean, warm interpreter.
+
+    A distributed snippet starts its ranks with the ``spawn`` method (``launch.py``): each is a
+    new interpreter that imports torch (3.5 s of CPU for two ranks, the larger part of such a
+    snippet's run) and then re-imports the program's main file as ``__mp_main__``. Here, before
+    the program runs, this process forks a *zygote*: a copy of itself that has imported torch
+    and nothing of the program. It serves as multiprocessing's fork server
+    (``multiprocessing.forkserver.main``), and ``spawn`` processes are started through it
+    (``popen_forkserver``). What a rank then does is what a spawned one does
+    (``multiprocessing.spawn._main``): it gets the parent's ``sys.path``, ``sys.argv`` and
+    working directory, re-imports the main file as ``__mp_main__``, and unpickles its target,
+    so a lesson that would fail under ``spawn`` (no ``__main__`` guard, a target defined only
+    under it) fails here too. What a fork of the zygote cannot match is handled: torch reads
+    some environment variables once, when it is imported (``TORCH_CPP_LOG_LEVEL``, say), so a
+    program that changed its environment before starting a process gets a real ``spawn``; and
+    ``os.getppid()``, which a rank's orphan watch reads, reports the program while it lives
+    (the zygote is the rank's real parent). Real ``spawn``, the orphan watch and the time limit
+    are tested on their own, in new interpreters, by ``tests/test_distributed_launcher.py``.
+
+    Why our own code: multiprocessing's own fork server starts a new interpreter (it would
+    import torch again) and, in a forked child, does not know its server.
+    """
+    import socket
+    from multiprocessing import (
+        connection,
+        context,
+        forkserver,
+        popen_forkserver,
+        popen_spawn_posix,
+    )
+
+    listener = socket.socket(socket.AF_UNIX)
+    address = connection.arbitrary_address("AF_UNIX")
+    listener.bind(address)
+    os.chmod(address, 0o600)
+    listener.listen()
+    alive_r, alive_w = os.pipe()
+    program = os.getpid()
+    zygote = os.fork()
+    if zygote == 0:
+        os.close(alive_w)
+        _serve_as_zygote(listener.fileno(), alive_r, program)
+    os.close(alive_r)
+    listener.close()
+    server = forkserver._forkserver
+    server._forkserver_address, server._forkserver_alive_fd = address, alive_w
+    server._forkserver_pid = zygote
+
+    environment = dict(os.environ)
+
+    def start(process_obj):
+        if dict(os.environ) != environment:
+            return popen_spawn_posix.Popen(process_obj)
+        return popen_forkserver.Popen(process_obj)
+
+    context.SpawnProcess._Popen = staticmethod(start)
+
+
+def _serve_as_zygote(listener_fd: int, alive_r: int, program: int) -> None:
+    from multiprocessing import forkserver, spawn
+
+    prepare = spawn.prepare
+
+    def prepare_rank(data: dict) -> None:  # in each rank, before it imports the main file
+        zygote, getppid = os.getppid(), os.getppid
+
+        def parent() -> int:
+            real = getppid()
+            if real != zygote:
+                return real
+            try:
+                os.kill(program, 0)
+            except ProcessLookupError:
+                return real  # the program is gone: not its parent any more
+            return program
+
+        os.getppid = parent
+        prepare(data)
+
+    spawn.prepare = prepare_rank
+    try:
+        forkserver.main(listener_fd, alive_r, [])
+    finally:
+        os._exit(0)
+
+
 def run_child(request: dict) -> None:
     """In the forked child: become ``python path args...`` and never return."""
     import atexit
@@ -54,6 +142,8 @@ def run_child(request: dict) -> None:
     ):
         os.dup2(os.open(name, flags, 0o600), fd)
     path, module = request.get("path"), request.get("module")
+    if request.get("warm_spawn"):
+        start_spawn_zygote()
     if module:  # python -m module args...: the working directory first on sys.path
         sys.argv = [module, *request["args"]]  # run_module puts the module's file in argv[0]
         sys.path[0] = os.getcwd()

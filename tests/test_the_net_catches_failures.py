@@ -6,6 +6,7 @@ very same functions as the real snippets and inline fences.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,10 @@ BROKEN = FIXTURES / "broken_snippets"
         ("proof_prints.py", "the proof printed"),
         ("false_proof.py", "a false claim"),
         ("code_outside_sections.py", "line 1 is outside the lesson and the proof"),
+        # A rank is started as with ``spawn``, even from the warm interpreter: it re-imports
+        # the lesson, so the lesson needs its __main__ guard, and its target must be importable.
+        ("spawn_without_main_guard.py", "bootstrapping phase"),
+        ("spawn_target_under_main.py", "Can't get attribute 'work'"),
     ],
 )
 def test_broken_snippet_is_caught(name, expected):
@@ -118,3 +123,19 @@ def test_the_same_server_would_carry_state_within_one_run():
     code += (ISOLATION / "sees_clean_state.py").read_text(encoding="utf-8")
     run = snippetcheck.run_code(code)
     assert run.returncode == 1 and "AssertionError" in run.stderr
+
+
+def test_a_spawned_process_starts_clean_and_sees_its_environment():
+    """Snippets' ``spawn`` processes are forks of a clean warm interpreter (the server's
+    zygote): they see none of the parent's torch state, ``os.getppid()`` names the program,
+    and a program that changed its environment gets a real ``spawn`` instead, so that torch,
+    imported anew, reads it."""
+    run = snippetcheck.run_file((ISOLATION / "spawned_ranks.py").resolve(), warm_spawn=True)
+    assert run.returncode == 0 and not run.stderr, run.stderr
+    clean = [("dtype", "torch.float32"), ("getppid is the program", True), ("grad", True),
+             ("main", "__mp_main__"), ("seeded", False)]
+    zygote, spawned = (ast.literal_eval(ln.split(" ", 1)[1]) for ln in run.stdout.splitlines())
+    assert zygote == sorted([*clean, ("forked from the program", False), ("marker", None)])
+    assert spawned == sorted(
+        [*clean, ("forked from the program", True), ("marker", "set before the start")]
+    )
