@@ -24,9 +24,20 @@ def verified_torch_versions() -> list[str]:
     return [entry["torch"] for entry in data["verified"]]
 
 
+def verified_on_cpu_only() -> bool:
+    """Whether every recorded run was on a machine without a GPU (its entry says "cpu").
+
+    A "+cu130" build can run on such a machine; the stamp then says "on the CPU", so that the
+    version's name does not suggest a GPU ran the code.
+    """
+    data = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    return all(entry.get("device") == "cpu" for entry in data["verified"])
+
+
 def on_config(config):
     """Expose the versions to ``overrides/main.html``, which names them on every page."""
     config.extra["verified_torch"] = verified_torch_versions()
+    config.extra["verified_on_cpu_only"] = verified_on_cpu_only()
     return config
 
 

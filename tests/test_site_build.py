@@ -65,6 +65,10 @@ def test_every_page_names_the_torch_that_ran_its_code(built_site):
         stamp = re.findall(r'<p class="verified-with">(.*?)</p>', page.read_text("utf-8"), re.S)
         assert len(stamp) == 1, page
         assert re.findall(r"<code>([^<]*)</code>", stamp[0]) == versions, page
+        # A "+cu130" build that ran on a machine without a GPU: the stamp says so.
+        on_cpu = all(entry.get("device") == "cpu" for entry in manifest["verified"])
+        says_cpu = ("CPU 上" if "/zh/" in page.as_posix() else "on the CPU") in stamp[0]
+        assert says_cpu == on_cpu, (page, stamp[0])
 
 
 def test_chinese_search_index_holds_only_chinese_pages(built_site):

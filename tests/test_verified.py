@@ -30,6 +30,13 @@ def test_a_run_adds_its_torch_and_keeps_the_others(tmp_path):
     assert verified.entries(path)[0]["date"] == "2026-12-04"
 
 
+def test_a_run_records_where_it_ran(tmp_path):
+    path = manifest(tmp_path, [OLD])
+    verified.record("2.13.0+cpu", keep_others=True, path=path, today="2026-12-04")
+    assert verified.entries(path)[0]["device"] == verified.running_device()
+    assert verified.running_device() in ("cpu", "cuda")
+
+
 def test_a_rerun_renews_the_date_of_its_own_entry(tmp_path):
     path = manifest(tmp_path, [OLD])
     verified.record("2.14.1+cu130", keep_others=True, path=path, today="2026-12-04")

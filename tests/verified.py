@@ -46,12 +46,26 @@ def not_verified_message(version: str, path: Path = MANIFEST) -> str:
 
 
 def record(
-    version: str, *, keep_others: bool, path: Path = MANIFEST, today: str | None = None
+    version: str,
+    *,
+    keep_others: bool,
+    path: Path = MANIFEST,
+    today: str | None = None,
+    device: str | None = None,
 ) -> list[dict]:
-    """Add ``version`` (or renew its date); drop the other versions unless ``keep_others``."""
+    """Add ``version`` (or renew its date); drop the other versions unless ``keep_others``.
+
+    ``device`` is where the snippets ran: "cpu", or "cuda" when the running torch saw a GPU
+    (some snippets then use it); by default, the running torch's (``running_device``).
+    """
     today = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     kept = [e for e in entries(path) if e["torch"] != version] if keep_others else []
-    new = {"torch": version, "date": today, "python": platform.python_version()}
+    new = {
+        "torch": version,
+        "date": today,
+        "python": platform.python_version(),
+        "device": device or running_device(),
+    }
     result = sorted([*kept, new], key=lambda e: Version(e["torch"]))
     path.write_text(json.dumps({"verified": result}, indent=2) + "\n", encoding="utf-8")
     return result
@@ -69,5 +83,14 @@ def running_torch() -> str:
     """The version of the torch this interpreter imports (the one the snippets run with)."""
     return subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+
+
+def running_device() -> str:
+    """Where the snippets ran: "cuda" if the running torch sees a GPU, else "cpu"."""
+    return subprocess.run(
+        [sys.executable, "-c",
+         "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
