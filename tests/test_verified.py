@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import verified
 from packaging.version import Version
 
@@ -15,6 +16,12 @@ def manifest(tmp_path, entries):
 
 
 OLD = {"torch": "2.14.1+cu130", "date": "2026-01-01", "python": "3.11.7"}
+
+
+@pytest.fixture(autouse=True)
+def _no_torch_import(monkeypatch):
+    """running_device() imports torch in a new interpreter (2 s); a recording run calls it once."""
+    monkeypatch.setattr(verified, "running_device", lambda: "cpu")
 
 
 def test_the_committed_manifest_names_dated_versions_in_order():
@@ -30,11 +37,13 @@ def test_a_run_adds_its_torch_and_keeps_the_others(tmp_path):
     assert verified.entries(path)[0]["date"] == "2026-12-04"
 
 
-def test_a_run_records_where_it_ran(tmp_path):
+def test_a_run_records_where_it_ran(tmp_path, monkeypatch):
+    monkeypatch.setattr(verified, "running_device", lambda: "cuda")
     path = manifest(tmp_path, [OLD])
     verified.record("2.13.0+cpu", keep_others=True, path=path, today="2026-12-04")
-    assert verified.entries(path)[0]["device"] == verified.running_device()
-    assert verified.running_device() in ("cpu", "cuda")
+    assert verified.entries(path)[0]["device"] == "cuda"
+    verified.record("2.13.0+cpu", keep_others=True, path=path, device="cpu")
+    assert verified.entries(path)[0]["device"] == "cpu"
 
 
 def test_a_rerun_renews_the_date_of_its_own_entry(tmp_path):
