@@ -365,11 +365,22 @@ def wait_for_switcher(tab: Tab) -> None:
     tab.page.wait_for_function(SITEMAPS_READ_JS, polling="raf")
 
 
-def switch_language(tab: Tab, lang: str, wait_until: str = "load") -> None:
+def switch_language(tab: Tab, lang: str, wait_until: str = "load", hover: bool = False) -> None:
+    """Click the language menu's link to ``lang``; the tab follows where Material sends it.
+
+    By default the click event is dispatched to the link (Material's handler on the page body
+    receives it as it does a reader's): a pointer's hover and click waited for the menu's
+    transition, 0.5 s a switch. ``hover=True`` opens the menu and clicks as a reader does
+    (test_the_language_menu_opens_on_hover).
+    """
     wait_for_switcher(tab)
-    tab.page.hover(".md-header .md-select")
+    link = f"a.md-select__link[hreflang={lang}]"
     with tab.page.expect_navigation(wait_until=wait_until):
-        tab.page.click(f"a.md-select__link[hreflang={lang}]")
+        if hover:
+            tab.page.hover(".md-header .md-select")
+            tab.page.click(link)
+        else:
+            tab.page.dispatch_event(link, "click")
 
 
 def page_problems(tab: Tab, pair, lang: str) -> list[str]:
@@ -398,6 +409,18 @@ def test_page_pair_works_offline_and_switches_language(tab, pair):
     assert tab.path() == pair.en, f"Chinese /{pair.zh} switched back to /{tab.path()}"
     problems += tab.problems
     assert not problems, "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("pair", [p for p in PAIRS if p.id == "guide/troubleshooting/"],
+                         ids=lambda p: p.id)
+def test_the_language_menu_opens_on_hover(tab, pair):
+    """A reader hovers over the language menu and clicks the other language, and back."""
+    tab.visit(pair.en)
+    switch_language(tab, "zh", hover=True)
+    assert tab.path() == pair.zh
+    switch_language(tab, "en", hover=True)
+    assert tab.path() == pair.en
+    assert not tab.problems, tab.problems
 
 
 SEARCHES = [("en", "retain_graph"), ("en", "autograd.grad"), ("zh", "计算图"), ("zh", "保存的张量")]
