@@ -260,6 +260,26 @@ def pytest_markdown_docs_globals():
     return {"check_snippet": check_snippet, "check_inline": check_inline}
 
 
+DOCSTRING_PACKAGE = ROOT / "src" / "retaincheck"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    """Docstring examples are collected from the package only.
+
+    pytest-markdown-docs imports every ``.py`` file under the test paths to read its
+    docstrings; for ``tests/`` that meant importing the helper scripts too (the snippet
+    server imports torch's compiler stack: 2 s in every pytest-xdist worker) and parsing
+    236 docstrings that no page shows.
+    """
+    collected = yield
+    return [
+        node for node in collected
+        if type(node).__name__ != "MarkdownDocstringCodeModule"
+        or Path(node.path).is_relative_to(DOCSTRING_PACKAGE)
+    ]
+
+
 @dataclass
 class BuiltSite:
     path: Path

@@ -11,14 +11,19 @@ from pathlib import Path
 import pytest
 import torch  # noqa: F401  (imported before pytester's runs, which drop new modules after each)
 
-# An optimizer step imports torch's compiler stack (torch._dynamo, torch._prims, ...) the first
-# time. Imported inside a pytester run, those modules are dropped from sys.modules afterwards
-# while their operator registrations stay, and the next test in this worker that steps an
-# optimizer fails to import them again ("'prims' object has no attribute 'sum'"). Import them
-# here, before any pytester snapshot, so they are kept.
-import torch._dynamo  # noqa: E402, F401
-
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiler_stack_before_pytester():
+    """An optimizer step imports torch's compiler stack (torch._dynamo, torch._prims, ...) the
+    first time. Imported inside a pytester run, those modules are dropped from sys.modules
+    afterwards while their operator registrations stay, and the next test in this worker that
+    steps an optimizer fails to import them again ("'prims' object has no attribute 'sum'").
+    Import them before any pytester snapshot (a module fixture runs before the function-scoped
+    ``pytester``), so they are kept; here rather than at import, so that a worker that only
+    collects this module does not pay the 2 s."""
+    import torch._dynamo  # noqa: F401
 pytestmark = pytest.mark.timeout(60)  # each inner run takes well under a second
 
 ROOT = Path(__file__).resolve().parent.parent
