@@ -346,8 +346,42 @@ def built_site(tmp_path_factory, worker_id) -> BuiltSite:
 
 @pytest.fixture(scope="session")
 def served_site(built_site):
-    """The built site served on 127.0.0.1 at the port its build names; yields its base URL."""
-    import siteserver
+    """The built site served on 127.0.0.1 at the port its build names; yields its base URL.
 
-    with siteserver.serve(built_site.path.parent, built_site.port) as host:
+    Each pytest-xdist worker serves the shared build on the same port (the kernel hands each
+    connection to one of them). A server that closed while another worker still crawled reset
+    the connections the kernel had queued for it ("Connection reset by peer" in the link
+    check), so no worker closes its server before every worker that serves is done: the count
+    of servers started and finished lives beside the build, under a lock, and a server starts
+    and stops only while that lock is held.
+    """
+    import siteserver
+    from filelock import FileLock
+
+    shared = built_site.path.parent
+    lock, counts = FileLock(str(shared / ".serving.lock")), shared / "serving.json"
+
+    def count(key: str | None = None) -> dict:
+        state = json.loads(counts.read_text()) if counts.exists() else {"up": 0, "done": 0}
+        if key:
+            state[key] += 1
+            counts.write_text(json.dumps(state))
+        return state
+
+    server = siteserver.serve(shared, built_site.port)
+    with lock:
+        count("up")
+        host = server.__enter__()
+    try:
         yield host + SUB_PATH
+    finally:
+        with lock:
+            count("done")
+        deadline = time.monotonic() + 600
+        while True:
+            with lock:
+                state = count()
+                if state["done"] >= state["up"] or time.monotonic() > deadline:
+                    server.__exit__(None, None, None)
+                    break
+            time.sleep(0.2)
