@@ -40,6 +40,12 @@ def pytest_addoption(parser):
         help="also rerun every snippet on other kernel paths and thread counts (slow)",
     )
     parser.addoption(
+        "--linkchecker",
+        action="store_true",
+        help="also crawl the served site with linkchecker (the library's check of what "
+        "tests/test_links.py checks in-process; about 10 s of CPU)",
+    )
+    parser.addoption(
         "--changed",
         action="store_true",
         help="run only the page fences and snippet tests whose page, snippet or stored output "
@@ -48,6 +54,19 @@ def pytest_addoption(parser):
 
 
 CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -m cpu_variants"
+# Checks that run only when asked for (.ci/run asks): marker -> (option, what, command).
+OPT_IN = {
+    "cpu_variants": (
+        "--cpu-variants",
+        "the snippets on other CPU kernel paths and thread counts",
+        CPU_VARIANTS_COMMAND,
+    ),
+    "linkchecker": (
+        "--linkchecker",
+        "linkchecker's crawl of the served site",
+        "python -m pytest tests/test_links.py --linkchecker -m linkchecker",
+    ),
+}
 
 
 def changed_files() -> set[Path]:
@@ -84,25 +103,28 @@ def pytest_collection_modifyitems(config, items):
         keep = [item for item in items if touches(item, changed)]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
-    if not config.getoption("--cpu-variants"):
-        kept = [item for item in items if item.get_closest_marker("cpu_variants") is None]
-        deselected = [i for i in items if i.get_closest_marker("cpu_variants") is not None]
+    not_run = config.stash.setdefault(_NOT_RUN, {})
+    for marker, (option, _, _) in OPT_IN.items():
+        if config.getoption(option):
+            continue
+        deselected = [i for i in items if i.get_closest_marker(marker) is not None]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
-            config.stash[_NOT_RUN] = len(deselected)
-            if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
-                config.workeroutput["cpu_variants_not_run"] = len(deselected)
-            items[:] = kept
+            not_run[marker] = len(deselected)
+            items[:] = [i for i in items if i.get_closest_marker(marker) is None]
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
+        config.workeroutput["opt_in_not_run"] = dict(not_run)
 
 
-_NOT_RUN = pytest.StashKey[int]()
+_NOT_RUN = pytest.StashKey[dict]()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """pytest-xdist's controller collects nothing itself; each worker reports what it left out."""
-    not_run = getattr(node, "workeroutput", {}).get("cpu_variants_not_run", 0)
-    node.config.stash[_NOT_RUN] = max(node.config.stash.get(_NOT_RUN, 0), not_run)
+    not_run = node.config.stash.setdefault(_NOT_RUN, {})
+    for marker, count in getattr(node, "workeroutput", {}).get("opt_in_not_run", {}).items():
+        not_run[marker] = max(not_run.get(marker, 0), count)
 
 
 # --- snippets/verified_with.json: recorded by the run that verified it (tests/verified.py) ---
@@ -176,16 +198,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if "message" in _RECORD:
         terminalreporter.section("snippets/verified_with.json")
         terminalreporter.write_line(_RECORD["message"])
-    not_run = config.stash.get(_NOT_RUN, 0)
+    not_run = config.stash.get(_NOT_RUN, {})
     if not reasons and not not_run:
         return
     terminalreporter.section("checks that did not run")
     for reason, count in sorted(reasons.items()):
         terminalreporter.write_line(f"NOT RUN ({count} skipped): {reason}")
-    if not_run:
+    for marker, count in not_run.items():
+        _, what, command = OPT_IN[marker]
         terminalreporter.write_line(
-            f"NOT RUN ({not_run} deselected): the snippets on other CPU kernel paths and "
-            f"thread counts; run them with: {CPU_VARIANTS_COMMAND}"
+            f"NOT RUN ({count} deselected): {what}; run them with: {command}"
         )
 
 
