@@ -57,16 +57,22 @@ def input_penalty_loss(net, x):
     return out.mean() + ((grad_x.norm(dim=1) - 1) ** 2).mean()
 
 
+def reshard_all(model):
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+
+
 def next_forward_uses_new_weights(x, reshard):
     model = sharded()
     model.set_reshard_after_backward(False)
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     input_penalty_loss(model, x).backward()
-    if reshard:
-        for module in model.modules():
-            if isinstance(module, FSDPModule):
-                module.reshard()
+    if reshard == "before step":
+        reshard_all(model)
     optimizer.step()
+    if reshard == "after step":
+        reshard_all(model)
     out = model(x)
     updated = make_model()
     with torch.no_grad():
@@ -112,8 +118,9 @@ def every_setting(rank, world_size):
         str(w.message).startswith("Using backward() with create_graph=True") for w in caught
     )
     assert not any(p.grad.requires_grad for p in model.parameters())
-    assert next_forward_uses_new_weights(x, reshard=True)
-    assert not next_forward_uses_new_weights(x, reshard=False)
+    assert next_forward_uses_new_weights(x, reshard="before step")
+    assert next_forward_uses_new_weights(x, reshard="after step")
+    assert not next_forward_uses_new_weights(x, reshard=None)
     return grads
 
 

@@ -59,8 +59,11 @@ def step(model, x, way):
         loss2.backward()
     else:
         model.set_requires_gradient_sync(False)  # (1)!
+        if way == "two, sync and reshard off for the first":
+            model.set_reshard_after_backward(False)
         loss1.backward(retain_graph=True)
         model.set_requires_gradient_sync(True)
+        model.set_reshard_after_backward(True)
         loss2.backward()
 
 
@@ -87,7 +90,12 @@ def every_way(rank, world_size):
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
     rows = {}
     for reshard in (True, False):
-        for way in ("sum of losses", "two backwards", "two, sync off for the first"):
+        for way in (
+            "sum of losses",
+            "two backwards",
+            "two, sync off for the first",
+            "two, sync and reshard off for the first",
+        ):
             model = sharded(reshard)
             with warnings.catch_warnings(), CommDebugMode() as comm:
                 warnings.simplefilter("ignore")
@@ -95,6 +103,7 @@ def every_way(rank, world_size):
             counts = comm.get_comm_counts()
             assert set(counts) == {ALL_GATHER, REDUCE_SCATTER}  # (3)!
             assert all(isinstance(p.grad, DTensor) for p in model.parameters())  # (4)!
+            assert all(isinstance(p, DTensor) for p in model.parameters())
             with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
                 step(sharded(reshard), x, way)
             ops = [e.name for e in prof.events()]
@@ -130,8 +139,10 @@ for rows in every_rank:
         (True, "sum of losses"): (4, 2),
         (True, "two backwards"): (6, 4),
         (True, "two, sync off for the first"): (6, 2),
+        (True, "two, sync and reshard off for the first"): (4, 2),
         (False, "sum of losses"): (2, 2),
         (False, "two backwards"): (4, 4),
         (False, "two, sync off for the first"): (4, 2),
+        (False, "two, sync and reshard off for the first"): (2, 2),
     }
 # --8<-- [end:proof]
