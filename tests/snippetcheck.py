@@ -176,6 +176,7 @@ def run_file(
     args: list[str] | None = None,
     variant: str | None = None,
     warm_spawn: bool = False,
+    reap: bool = True,
 ) -> Run:
     """Run one Python file as ``python path args...`` would, in an empty working directory.
 
@@ -183,14 +184,15 @@ def run_file(
     which saves each run the seconds of starting Python and importing torch; with
     ``warm_spawn`` the processes it starts with ``spawn`` are forks of a clean warm interpreter
     too (``snippetserver.start_spawn_zygote``). ``SNIPPETS_FRESH_INTERPRETER=1`` runs each file
-    in a new interpreter instead, and its processes with a real ``spawn``.
+    in a new interpreter instead, and its processes with a real ``spawn``. ``reap=False``
+    leaves what the program left running alive, for a test of that to find (and to kill).
     """
     if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
         return _run_in_new_interpreter(path, timeout, args, variant)
     with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
         work = Path(cwd, "cwd")
         work.mkdir()
-        target = {"path": str(Path(path).resolve()), "warm_spawn": warm_spawn}
+        target = {"path": str(Path(path).resolve()), "warm_spawn": warm_spawn, "reap": reap}
         return _run_in_server(target, args, work, timeout, variant)
 
 

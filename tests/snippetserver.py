@@ -16,7 +16,8 @@ pytest process (its global torch state would leak into the next test).
 
 Protocol: one JSON object per line each way.
 request  {"path": str, "args": [str], "cwd": str, "stdout": str, "stderr": str, "timeout": float,
-          "warm_spawn": bool (optional, see start_spawn_zygote)}
+          "warm_spawn": bool (optional, see start_spawn_zygote),
+          "reap": bool (optional, default true: kill what the program left running)}
          or {"module": str, ...} instead of "path": ``python -m module args...``
 reply    {"returncode": int | null, "seconds": float}   (null: killed at its time limit)
 """
@@ -203,11 +204,13 @@ def main() -> None:
         except (ProcessLookupError, PermissionError):
             pass
         returncode = wait(pid, request["timeout"])
-        # The child's own children that outlived it (a leaked rank, say) go with it.
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # The child's own children that outlived it (a leaked rank, say) go with it; unless
+        # the caller tests that the program leaves none behind ("reap": false), and reaps them.
+        if request.get("reap", True):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         reply = {"returncode": returncode, "seconds": time.perf_counter() - start}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()

@@ -68,23 +68,27 @@ def rank_pids(tmp_path: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(tmp_path.glob("rank*.pid")) if p.read_text()]
 
 
-def run(path: Path, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, str(path)],
-        cwd=path.parent,
-        env=snippetcheck.snippet_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return proc, time.monotonic() - start
+def run(path: Path, timeout: float) -> tuple[snippetcheck.Run, float]:
+    """``python program.py``, its parent forked from the snippets' warm interpreter (no torch
+    import: 2 s of CPU a test); its ranks are real ``spawn``s, and whatever it leaves running
+    is left for the test to find (``reap=False``; ``leftovers`` kills it afterwards)."""
+    run = snippetcheck.run_file(path, timeout=timeout, reap=False)
+    return run, run.seconds
+
+
+@pytest.fixture
+def leftovers(tmp_path):
+    """After the test: kill any rank still running, so a failing test leaks nothing."""
+    yield
+    for pid in rank_pids(tmp_path):
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
-def test_a_healthy_run_exits_zero(tmp_path):
+def test_a_healthy_run_exits_zero(tmp_path, leftovers):
     proc, _ = run(write_program(tmp_path, BOTH_PRINT, limit=60), 120)
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.split("\n")) == ["", "rank 0 done", "rank 1 done"]
@@ -92,7 +96,7 @@ def test_a_healthy_run_exits_zero(tmp_path):
     assert len(rank_pids(tmp_path)) == 2 and not any(map(alive, rank_pids(tmp_path)))
 
 
-def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path):
+def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path, leftovers):
     body = """
     if rank == 1:
         raise RuntimeError("rank 1 breaks")
@@ -108,7 +112,7 @@ def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path):
     assert len(pids) == 2 and not any(map(alive, pids))
 
 
-def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path):
+def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path, leftovers):
     limit = 7  # enough for both ranks to start and reach the barrier, even on a busy machine
     body = """
     if rank == 1:
