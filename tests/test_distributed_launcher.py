@@ -68,11 +68,16 @@ def rank_pids(tmp_path: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(tmp_path.glob("rank*.pid")) if p.read_text()]
 
 
-def run(path: Path, timeout: float) -> tuple[snippetcheck.Run, float]:
+def run(path: Path, timeout: float, warm_spawn: bool = False) -> tuple[snippetcheck.Run, float]:
     """``python program.py``, its parent forked from the snippets' warm interpreter (no torch
-    import: 2 s of CPU a test); its ranks are real ``spawn``s, and whatever it leaves running
-    is left for the test to find (``reap=False``; ``leftovers`` kills it afterwards)."""
-    run = snippetcheck.run_file(path, timeout=timeout, reap=False)
+    import: 2 s of CPU a test); whatever it leaves running is left for the test to find
+    (``reap=False``; ``leftovers`` kills it afterwards). Its ranks are real ``spawn``s, or,
+    with ``warm_spawn``, forks of a warm interpreter as in the snippet tests
+    (``snippetserver.start_spawn_zygote``): the tests of what the launcher does when a rank
+    fails or hangs need no new interpreters (4 s of CPU each); the healthy run and
+    ``test_ranks_do_not_outlive_a_killed_launcher`` keep real ones.
+    """
+    run = snippetcheck.run_file(path, timeout=timeout, reap=False, warm_spawn=warm_spawn)
     return run, run.seconds
 
 
@@ -102,7 +107,7 @@ def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path, lef
         raise RuntimeError("rank 1 breaks")
     dist.barrier()  # rank 0 would wait here for rank 1 forever
     """
-    proc, seconds = run(write_program(tmp_path, body, limit=60), 120)
+    proc, seconds = run(write_program(tmp_path, body, limit=60), 120, warm_spawn=True)
     assert proc.returncode != 0
     assert "RuntimeError: rank 1 breaks" in proc.stderr
     assert "launch: a rank failed; every rank has been stopped" in proc.stderr
@@ -113,13 +118,13 @@ def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path, lef
 
 
 def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path, leftovers):
-    limit = 7  # enough for both ranks to start and reach the barrier, even on a busy machine
+    limit = 4  # enough for both ranks to start and reach the barrier, even on a busy machine
     body = """
     if rank == 1:
         time.sleep(3600)
     dist.barrier()
     """
-    proc, seconds = run(write_program(tmp_path, body, limit=limit), 120)
+    proc, seconds = run(write_program(tmp_path, body, limit=limit), 120, warm_spawn=True)
     assert proc.returncode != 0
     assert f"ranks still running after {limit} s" in proc.stderr
     assert limit <= seconds < limit + 30
@@ -152,15 +157,16 @@ def test_ranks_do_not_outlive_a_killed_launcher(tmp_path):
 
 
 def test_the_same_snippet_runs_under_torchrun(tmp_path):
-    """Started by torchrun (one host, 2 processes), a snippet prints what the page shows."""
+    """Started by torchrun (one host, 2 processes), a snippet prints what the page shows.
+
+    torchrun itself runs in a fork of the snippets' warm interpreter (``run_module``: no torch
+    import, 2 s of CPU); the two ranks it starts are new interpreters, as a reader's are.
+    """
     snippet = LAUNCHER_DIR / "two_losses.py"
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         str(snippet)],
+    proc = snippetcheck.run_module(
+        "torch.distributed.run",
+        ["--standalone", "--nproc-per-node=2", str(snippet)],
         cwd=tmp_path,
-        env=snippetcheck.snippet_env(),
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
