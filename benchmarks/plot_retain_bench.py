@@ -144,7 +144,7 @@ TEXT = {
             "peak_largest": "计算图占用峰值（最大的模型）",
             "held_largest": "这一步结束后仍占用（最大的模型）",
             "alloc_none": "分配器峰值，梯度为 `None`",
-            "alloc_zeroed": "分配器峰值，梯度已清零",
+            "alloc_zeroed": "分配器峰值，梯度已分配并清零",
             "vs_summed": "相对于损失相加（倍）",
             # Tables are Markdown: code names go in code spans there, not in figures.
             "strategy_names": {"autograd_grad": "逐个损失调用 `torch.autograd.grad`"},
