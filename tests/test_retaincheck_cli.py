@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -241,23 +240,32 @@ def test_dash_m_runs_a_module_as_python_dash_m_does(tmp_path):
     assert json.loads(proc.stdout)["calls"][0]["file"] == "mypkg/__main__.py"
 
 
-def test_dash_m_finds_the_module_in_the_working_directory_whatever_started_it(
-    tmp_path, monkeypatch, capsys
-):
-    """As the ``retaincheck`` console script, whose ``sys.path[0]`` is its bin folder: the
-    command's main() in this process, with another folder first on ``sys.path``."""
-    from retaincheck.__main__ import main
+CONSOLE_SCRIPT = """\
+import sys
 
+sys.path[0] = {bin!r}  # as the console script: its bin folder first, not the working directory
+from retaincheck.__main__ import main
+
+code = main(["-m", "mypkg.train", "--lr", "1"])
+assert sys.path[0] == {bin!r}, sys.path[0]  # restored
+sys.exit(code)
+"""
+
+
+def test_dash_m_finds_the_module_in_the_working_directory_whatever_started_it(tmp_path):
+    """As the ``retaincheck`` console script, whose ``sys.path[0]`` is its bin folder: the
+    command's main() in a process that has another folder first on ``sys.path``.
+
+    Not in the pytest process: main() ends as a program does, running the interpreter's
+    ``atexit`` handlers (torch's among them, which unregister its operators), so the tests
+    after it in the same process failed (``torch.ops.prims`` lost ``sum``).
+    """
     _package(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [str(tmp_path / "bin"), *sys.path])
-    try:
-        assert main(["-m", "mypkg.train", "--lr", "1"]) == 0
-    finally:
-        for name in [m for m in sys.modules if m.split(".")[0] == "mypkg"]:
-            del sys.modules[name]
-    assert capsys.readouterr().out.startswith("__main__ mypkg.train True True\n")
-    assert sys.path[0] == str(tmp_path / "bin")  # restored
+    (tmp_path / "console.py").write_text(CONSOLE_SCRIPT.format(bin=str(tmp_path / "bin")))
+    proc = snippetcheck.run_module("console", [], tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("__main__ mypkg.train True True\n"), proc.stdout
+    assert "mypkg/train.py:8  y.backward(retain_graph=True)" in proc.stdout
 
 
 @pytest.mark.parametrize(

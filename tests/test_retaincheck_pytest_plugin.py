@@ -75,8 +75,11 @@ def project(pytester, monkeypatch):
 
 
 def run(pytester, *args):
+    # A test before these in the same process may have imported the plugin already; the inner
+    # pytest then warns that it cannot rewrite its asserts, a line that names retaincheck.
     return pytester.runpytest_inprocess(
-        "-p", "retaincheck.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:xdist", *args
+        "-p", "retaincheck.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", *args
     )
 
 
