@@ -118,10 +118,10 @@ def on_post_page(output, page, config):
 # characters that space is visible and wrong, so the Chinese pages may be wrapped in the
 # source like the English ones: here a break between CJK text is joined without a space.
 
-CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u201c\u201d\u2018\u2019"
+CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\u201c\u201d\u2018\u2019\u2014\u2026"
 # Full-width punctuation: CJK symbols (、。「」《》), full-width forms (，：；！？（）),
-# curly quotes.
-PUNCT = "\u3000-\u303f\uff00-\uffef\u201c\u201d\u2018\u2019"
+# curly quotes, and the dash and ellipsis Chinese writes doubled (—— ……).
+PUNCT = "\u3000-\u303f\uff00-\uffef\u201c\u201d\u2018\u2019\u2014\u2026"
 ENDS_CJK = re.compile(rf"[{CJK}](?:\*\*)?$")
 ENDS_PUNCT = re.compile(rf"[{PUNCT}](?:\*\*)?$")
 STARTS_CJK = re.compile(rf"(?:\*\*|\*|_|\[)?[{CJK}]")

@@ -20,6 +20,13 @@ def test_soft_breaks_between_chinese_are_joined():
     )
 
 
+def test_breaks_beside_the_chinese_dash_and_ellipsis_are_joined():
+    text = "两种场景——\n“一个损失”和“两个损失”——\n放到 FSDP 下……\n`x` 也一样。\n"
+    assert site_hooks.join_cjk_lines(text) == (
+        "两种场景——“一个损失”和“两个损失”——放到 FSDP 下……`x` 也一样。\n"
+    )
+
+
 def test_fences_lists_and_latin_are_left_alone():
     text = "```text\n中文\n中文\n```\n中文\n1.  中文\n中文\nPyTorch 中文\n"
     assert site_hooks.join_cjk_lines(text) == (

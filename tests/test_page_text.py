@@ -21,7 +21,7 @@ from pypinyin import lazy_pinyin
 
 ROOT = mdfences.ROOT
 ZH_PAGES = [p for p in mdfences.markdown_files() if mdfences.is_chinese(p)]
-PUNCT = "，。：；！？、（）「」《》"
+PUNCT = "，。：；！？、（）「」《》—…"
 HANZI = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 BLOCK_TAG = re.compile(
     r"</?(?:p|li|div|td|th|h[1-6]|ul|ol|dl|dt|dd|table|thead|tbody|tr|details|summary|br|hr"
