@@ -1,7 +1,7 @@
 # --8<-- [start:lesson]
 import torch
-from peak_bytes import peak_bytes
-from torch import nn  # (1)!
+from peak_bytes import peak_bytes  # (1)!
+from torch import nn
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 trunk = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(256, 256), nn.Tanh())])
