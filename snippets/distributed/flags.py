@@ -124,5 +124,7 @@ with tempfile.TemporaryFile() as sink, mock.patch("torch.multiprocessing.get_con
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+    sink.seek(0)
+    assert b"did not find any unused parameters" in sink.read()
 assert every_rank == [True, True]
 # --8<-- [end:proof]
