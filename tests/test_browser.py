@@ -82,6 +82,8 @@ class Tab:
         self.page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
         self.page.on("requestfailed", self._failed)
         self.page.on("response", self._response)
+        self.searched: str | None = None  # the page still open since _search searched it
+        self.page.on("framenavigated", self._navigated)
 
     # Material's search worker downloads the language's search index and builds a lunr index
     # of the whole site after every page load: 0.3 s of the browser's CPU a load (of about
@@ -90,9 +92,15 @@ class Tab:
     # pages in it; ``real_search_index`` turns that off.
     real_search_index = False
 
+    # While set, a navigation the page starts is recorded here and stopped before it loads
+    # (``switch_target``).
+    stop_navigation = False
+
     def _route(self, route):
         url = route.request.url
-        if urlsplit(url).hostname != "127.0.0.1":
+        if self.stop_navigation and route.request.is_navigation_request():
+            route.abort("aborted")
+        elif urlsplit(url).hostname != "127.0.0.1":
             self.problems.append(f"request to another host: {url}")
             route.abort()
         elif url.endswith("/search/search_index.json") and not self.real_search_index:
@@ -104,6 +112,10 @@ class Tab:
             route.fulfill(response=response, json={**index, "docs": []})
         else:
             route.continue_()
+
+    def _navigated(self, frame):
+        if frame == self.page.main_frame:
+            self.searched = None
 
     def _console(self, message):
         if message.type == "error":
@@ -346,18 +358,22 @@ def fits_problems(page, width: int) -> list[str]:
     return []
 
 
-def narrow_problems(tab: Tab) -> list[str]:
+PHONE = {"width": PHONE_WIDTH, "height": 740}
+
+
+def narrow_problems(tab: Tab, restore: bool = True) -> list[str]:
     """The page the tab shows, narrowed to a phone's width, must not scroll sideways.
 
     The same tab, resized: a page load in a separate phone context cost 1 s a page. What a
     phone context adds (touch, a device scale factor) is checked on two pages against this in
-    test_a_real_phone_context_sees_the_same_fit.
+    test_a_real_phone_context_sees_the_same_fit. ``restore=False`` leaves the tab narrow.
     """
-    tab.page.set_viewport_size({"width": PHONE_WIDTH, "height": 740})
+    tab.page.set_viewport_size(PHONE)
     try:
         return [f"at {PHONE_WIDTH} px: {p}" for p in fits_problems(tab.page, PHONE_WIDTH)]
     finally:
-        tab.page.set_viewport_size(DESKTOP)
+        if restore:
+            tab.page.set_viewport_size(DESKTOP)
 
 
 # Material's language switcher reads both languages' sitemap.xml after the page loads and only
@@ -398,30 +414,60 @@ def switch_language(tab: Tab, lang: str, wait_until: str = "load", hover: bool =
             tab.page.dispatch_event(link, "click")
 
 
-def page_problems(tab: Tab, pair, lang: str) -> list[str]:
-    """What is wrong with the page the tab shows: figures, copy buttons, its fit on a phone."""
+def switch_target(tab: Tab, lang: str) -> str:
+    """Where the language menu's link to ``lang`` sends the reader, as a URL path.
+
+    The click is the one ``switch_language`` makes; the navigation it starts is recorded and
+    stopped before the page loads (a load that only showed where the switch leads cost the
+    browser about 0.2 s of CPU a page pair).
+    """
+    wait_for_switcher(tab)
+    tab.stop_navigation = True
+    try:
+        with tab.page.expect_request(lambda r: r.is_navigation_request()) as request:
+            tab.page.dispatch_event(f"a.md-select__link[hreflang={lang}]", "click")
+    finally:
+        tab.stop_navigation = False
+    return request.value.url.removeprefix(tab.base).split("#")[0].split("?")[0]
+
+
+def page_problems(tab: Tab, pair, lang: str, width: int) -> list[str]:
+    """What is wrong with the page the tab shows at ``width`` px: its figures, copy buttons."""
     checks = figure_problems(tab.page) + copy_problems(tab.page, pair.md_for(lang))
-    problems = tab.problems + checks + narrow_problems(tab)
-    return [f"/{pair.url(lang)}: {p}" for p in problems]
+    return [f"/{pair.url(lang)} at {width} px: {p}" for p in tab.problems + checks]
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=[p.id for p in PAIRS])
 def test_page_pair_works_offline_and_switches_language(tab, pair):
-    """Both languages of a page load from 127.0.0.1 only, cleanly; figures render; copy
-    buttons copy; each fits a phone; the language switcher leads to the same page and back.
+    """Both languages of a page load from 127.0.0.1 only, cleanly; figures render at a desktop's
+    and at a phone's width; copy buttons copy; each fits a phone; the language switcher leads
+    to the same page and back.
 
-    The Chinese page is reached the way a reader reaches it, through the switcher.
+    The Chinese page is reached the way a reader reaches it, through the switcher, on a
+    phone's screen: the English page is checked at the desktop's width, then narrowed, and the
+    Chinese one is loaded narrow and widened at the end: two resizes a pair, each a relayout of
+    the whole page, where checking each page's fit apart took four. The copy buttons of each
+    language are checked at one of the two widths: what a button copies is the text of its code
+    element, whatever the width.
     """
     tab.visit(pair.en)
-    problems = page_problems(tab, pair, "en")
+    problems = page_problems(tab, pair, "en", DESKTOP["width"])
     tab.problems = []
-    switch_language(tab, "zh")
-    assert tab.path() == pair.zh, f"English /{pair.en} switched to /{tab.path()}, not /{pair.zh}"
-    problems += page_problems(tab, pair, "zh")
+    try:
+        problems += [f"/{pair.en}: {p}" for p in narrow_problems(tab, restore=False)]
+        problems += [f"/{pair.en} at {PHONE_WIDTH} px: {p}" for p in figure_problems(tab.page)]
+        switch_language(tab, "zh")
+        switched = tab.path()
+        assert switched == pair.zh, f"English /{pair.en} switched to /{switched}, not /{pair.zh}"
+        problems += [f"/{pair.zh}: {p}" for p in fits_problems(tab.page, PHONE_WIDTH)]
+        problems += page_problems(tab, pair, "zh", PHONE_WIDTH)
+    finally:
+        tab.page.set_viewport_size(DESKTOP)
+    problems += [f"/{pair.zh} at {DESKTOP['width']} px: {p}" for p in figure_problems(tab.page)]
     tab.problems = []
     # Back to the English page, which has been checked already: where the switch leads is enough.
-    switch_language(tab, "en", wait_until="commit")
-    assert tab.path() == pair.en, f"Chinese /{pair.zh} switched back to /{tab.path()}"
+    back = switch_target(tab, "en")
+    assert back == pair.en, f"Chinese /{pair.zh} switched back to /{back}"
     problems += tab.problems
     assert not problems, "\n  ".join(problems)
 
@@ -452,9 +498,16 @@ def search(tab: Tab, start: str, term: str) -> list[str]:
 
 
 def _search(tab: Tab, start: str, term: str) -> list[str]:
-    tab.visit(start)
     page = tab.page
-    page.keyboard.press("/")
+    if tab.searched == start:
+        # The page this tab searched last is still open, its real index built (loading it
+        # again cost the browser 1.5 s of CPU): empty the query, wait for Material to empty
+        # the results, and search again.
+        page.fill("input.md-search__input", "")
+        page.wait_for_selector(".md-search-result__item", state="detached")
+    else:
+        tab.visit(start)
+        page.keyboard.press("/")
     page.fill("input.md-search__input", term)
     page.press("input.md-search__input", "End")  # fill alone does not trigger the search
     try:
@@ -476,6 +529,7 @@ def _search(tab: Tab, start: str, term: str) -> list[str]:
     shown = len(page.query_selector_all(".md-search-result__item"))
     assert shown == total, f"searching {term!r}: {meta!r}, but only {shown} could be scrolled to"
     hrefs = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.href)")
+    tab.searched = start
     return sorted({h.removeprefix(tab.base).split("#")[0].split("?")[0] for h in hrefs})
 
 
