@@ -8,6 +8,7 @@ deliberately broken fixtures in ``tests/fixtures/``, which proves the net catche
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -197,20 +198,35 @@ def run_file(
 
 
 def run_module(
-    module: str, args: list[str], cwd: Path, timeout: float = DEFAULT_TIMEOUT_S
+    module: str,
+    args: list[str],
+    cwd: Path,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    stdout: Path | None = None,
 ) -> Run:
-    """Run ``python -m module args...`` in ``cwd``, in a fork of the warm interpreter."""
+    """Run ``python -m module args...`` in ``cwd``, in a fork of the warm interpreter.
+
+    ``stdout``: a file (a named pipe, say) the program writes its standard output to, for the
+    caller to read; the run's ``stdout`` is then empty.
+    """
     if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
-        return _run_in_new_interpreter(None, timeout, args, None, module=module, cwd=cwd)
-    return _run_in_server({"module": module}, args, cwd, timeout, None)
+        return _run_in_new_interpreter(
+            None, timeout, args, None, module=module, cwd=cwd, stdout=stdout
+        )
+    return _run_in_server({"module": module}, args, cwd, timeout, None, stdout)
 
 
 def _run_in_server(
-    target: dict, args: list[str] | None, cwd: Path, timeout: float, variant: str | None
+    target: dict,
+    args: list[str] | None,
+    cwd: Path,
+    timeout: float,
+    variant: str | None,
+    stdout: Path | None = None,
 ) -> Run:
     """One request to the warm interpreter (``snippetserver.py``); output through files."""
     with tempfile.TemporaryDirectory(prefix="output-") as d:
-        out, err = Path(d, ".stdout"), Path(d, ".stderr")
+        out, err = stdout or Path(d, ".stdout"), Path(d, ".stderr")
         request = {
             **target,
             "args": list(args or []),
@@ -224,7 +240,7 @@ def _run_in_server(
         def text(p: Path) -> str:
             return p.read_bytes().decode("utf-8", "replace") if p.exists() else ""
 
-        return Run(reply["returncode"], text(out), text(err), reply["seconds"])
+        return Run(reply["returncode"], "" if stdout else text(out), text(err), reply["seconds"])
 
 
 def _run_in_new_interpreter(
@@ -234,16 +250,19 @@ def _run_in_new_interpreter(
     variant: str | None,
     module: str | None = None,
     cwd: Path | None = None,
+    stdout: Path | None = None,
 ) -> Run:
     start = time.perf_counter()
     target = ["-m", module] if module else [str(path)]
-    with tempfile.TemporaryDirectory(prefix="snippet-") as empty:
+    with tempfile.TemporaryDirectory(prefix="snippet-") as empty, contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(stdout, "wb")) if stdout else subprocess.PIPE
         try:
             proc = subprocess.run(
                 [sys.executable, *target, *(args or [])],
                 cwd=cwd or empty,
                 env=snippet_env(variant),
-                capture_output=True,
+                stdout=out,
+                stderr=subprocess.PIPE,
                 text=True,
                 encoding="utf-8",
                 timeout=timeout,
@@ -254,7 +273,7 @@ def _run_in_new_interpreter(
                 return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
 
             return Run(None, text(exc.stdout), text(exc.stderr), time.perf_counter() - start)
-    return Run(proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start)
+    return Run(proc.returncode, proc.stdout or "", proc.stderr, time.perf_counter() - start)
 
 
 LESSONRUN = Path(__file__).with_name("lessonrun.py")

@@ -1,9 +1,9 @@
 """``torchrun --nproc-per-node 2 -m retaincheck train.py``: each rank audits its own process.
 
 One launch (gloo, CPU, 127.0.0.1, a port free at run time), bounded by a timeout that kills
-the whole process group. Each rank's report is labelled with its rank; ``--json=PATH`` gives
-one file per rank; the readable reports (each longer than a pipe's 4096-byte atomic write)
-never interleave on the shared standard output.
+the whole process group (``run_torchrun``). Each rank's report is labelled with its rank;
+``--json=PATH`` gives one file per rank; the readable reports (each longer than a pipe's
+4096-byte atomic write) never interleave on the shared standard output.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
-import sys
+import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import snippetcheck
+
 N_SITES = 41
 
 # Rank 1 walks the first graph again, rank 0 does not: the same line, two verdicts.
@@ -48,26 +47,49 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_torchrun(args: list[str], cwd: Path) -> tuple[snippetcheck.Run, str]:
+    """``torchrun args...`` in ``cwd``; its run, and what it and its ranks wrote to stdout.
+
+    torchrun itself runs in a fork of the snippets' warm interpreter (``run_module``: no
+    torch import, 2 s of CPU); its two ranks are new interpreters, as a user's are. Their
+    shared standard output is a real pipe, as when a CI job reads it (a named pipe: the same
+    kernel pipe, PIPE_BUF atomicity included). The test holds a writing end open until the run
+    is over, so the reader sees the end of the output only then, and a thread reads as it comes,
+    so no writer ever blocks on a full pipe. The time limit kills torchrun's process group,
+    ranks included.
+    """
+    fifo = cwd / "stdout.pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opening it does not wait for a writer
+    holder = os.open(fifo, os.O_WRONLY)
+    os.set_blocking(reader, True)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while chunk := os.read(reader, 65536):
+            chunks.append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    try:
+        run = snippetcheck.run_module("torch.distributed.run", args, cwd, 60, stdout=fifo)
+    finally:
+        os.close(holder)
+        thread.join(10)
+        os.close(reader)
+    assert not thread.is_alive(), "something still holds the pipe open"
+    return run, b"".join(chunks).decode("utf-8")
+
+
 def test_each_rank_reports_on_its_own_and_reports_never_interleave(tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-        "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-        "-m", "retaincheck", "--json=out/report.json", "train.py",
-    ]
-    proc = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True, stdin=subprocess.DEVNULL,
+    run, stdout = run_torchrun(
+        ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+         "-m", "retaincheck", "--json=out/report.json", "train.py"],
+        tmp_path,
     )
-    try:
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and both ranks, whatever happened
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    assert not run.timed_out, run.stderr[-3000:]
+    proc, stderr = run, run.stderr
     assert proc.returncode == 0, stderr[-3000:]
 
     # One JSON file per rank, labelled, with that rank's own verdicts.
