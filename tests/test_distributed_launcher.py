@@ -7,10 +7,10 @@ launcher itself is killed its ranks must not outlive it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -132,24 +132,29 @@ def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path, leftovers):
     assert len(pids) == 2 and not any(map(alive, pids))
 
 
-def test_ranks_do_not_outlive_a_killed_launcher(tmp_path):
+def parent_pid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def test_ranks_do_not_outlive_a_killed_launcher(tmp_path, leftovers):
+    """The launcher (forked from the warm interpreter, in a thread's ``run``) starts two real
+    ``spawn`` ranks, their parent, which is then killed with SIGKILL: no cleanup of its own
+    runs, and the ranks must notice on their own and exit."""
     path = write_program(tmp_path, "time.sleep(3600)", limit=600)
-    proc = subprocess.Popen(
-        [sys.executable, str(path)],
-        cwd=tmp_path,
-        env=snippetcheck.snippet_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        launched = pool.submit(run, path, 120)
         deadline = time.monotonic() + 90
         while len(rank_pids(tmp_path)) < 2 and time.monotonic() < deadline:
+            assert not launched.done(), launched.result()[0].stderr
             time.sleep(0.2)
         pids = rank_pids(tmp_path)
         assert len(pids) == 2, "the ranks did not start"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        parents = {parent_pid(pid) for pid in pids}
+        assert len(parents) == 1, f"the ranks have different parents: {parents}"
+        os.kill(parents.pop(), signal.SIGKILL)
+        proc, _ = launched.result()
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     deadline = time.monotonic() + 15
     while any(map(alive, pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
