@@ -125,6 +125,17 @@ def test_the_same_server_would_carry_state_within_one_run():
     assert run.returncode == 1 and "AssertionError" in run.stderr
 
 
+def test_a_programs_own_exit_handlers_and_finalizers_still_run():
+    """The server takes torch's own import-time finalizers off each child's exit list
+    (``snippetserver.leave_the_imports_state_out_of_each_run``); what the program registers,
+    an operator library included, still runs at its end, in Python's order."""
+    run = snippetcheck.run_file(ISOLATION / "exit_handlers.py")
+    assert (run.returncode, run.stderr) == (0, ""), run.stderr
+    assert run.stdout.splitlines() == [
+        "the library is freed at exit: True", "atexit handler ran", "finalizer ran"
+    ]
+
+
 def test_a_spawned_process_starts_clean_and_sees_its_environment():
     """Snippets' ``spawn`` processes are forks of a clean warm interpreter (the server's
     zygote): they see none of the parent's torch state, ``os.getppid()`` names the program,
