@@ -9,11 +9,11 @@ PyTorch's "backward through the graph a second time" error.
 from __future__ import annotations
 
 import runpy
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import snippetcheck
 import torch
 
 import retaincheck
@@ -256,8 +256,13 @@ def test_audits_do_not_nest():
 
 
 def test_importing_retaincheck_patches_nothing():
+    """In a process that has not imported retaincheck (a fork of the snippets' warm
+    interpreter, which has imported only torch), importing it changes none of the functions
+    an audit patches."""
     code = (
+        "import sys\n"
         "import torch\n"
+        "assert not any(m.split('.')[0] == 'retaincheck' for m in sys.modules)\n"
         "before = (torch.autograd.backward, torch.autograd.grad, torch.Tensor.backward,\n"
         "          torch.autograd.graph._engine_run_backward)\n"
         "import retaincheck, retaincheck.__main__\n"
@@ -266,15 +271,8 @@ def test_importing_retaincheck_patches_nothing():
         "assert all(a is b for a, b in zip(before, after))\n"
         "print('ok')\n"
     )
-    src = str(Path(__file__).resolve().parent.parent / "src")
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
-    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+    run = snippetcheck.run_code(code)
+    assert run.returncode == 0 and run.stdout == "ok\n", run.stderr
 
 
 def test_roots_given_as_a_gradient_edge_are_walked():
