@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import time
+import types
 
 import torch  # noqa: F401  (the point of the server: imported once, before any fork)
 
@@ -135,7 +136,6 @@ def run_child(request: dict) -> None:
     import runpy
     import threading
     import traceback
-    import types
 
     os.setpgid(0, 0)
     os.chdir(request["cwd"])
@@ -181,8 +181,30 @@ def run_child(request: dict) -> None:
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
+        tear_down(main)
+        sys.stdout.flush()
+        sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+def tear_down(main: types.ModuleType) -> None:
+    """What the interpreter does to ``__main__`` after the exit handlers (``Py_FinalizeEx``,
+    ``finalize_modules``; ``_PyModule_ClearDict`` in ``Objects/moduleobject.c``): its names are
+    set to None, first those with one leading underscore, then all but ``__builtins__``; then a
+    collection. An object only a global holds goes then: a second stream on stdout flushes its
+    last line, a ``__del__`` runs. The collection is of the two younger generations only: a full
+    one walks all of torch's objects, 180 ms a run; what it would add is cyclic garbage old
+    enough to have reached the oldest generation."""
+    import gc
+
+    sys.modules.pop("__main__", None)
+    names = main.__dict__
+    for key in [k for k in names if k.startswith("_") and not k.startswith("__")]:
+        names[key] = None
+    for key in [k for k in names if k != "__builtins__"]:
+        names[key] = None
+    gc.collect(1)
 
 
 def wait(pid: int, timeout: float) -> int | None:
@@ -204,32 +226,28 @@ def wait(pid: int, timeout: float) -> int | None:
         delay = min(delay * 2, 0.02)
 
 
-def leave_the_imports_state_out_of_each_run() -> None:
-    """What this server's own ``import torch`` left behind costs each child nothing.
-
-    - At exit, torch deregisters the 174 operator libraries its import registered
-      (``weakref.finalize`` in ``torch/library.py``, ``_del_library``): 35 ms of each child's
-      60 ms (a trivial program's) run, and nothing a program can see. Those finalizers belong
-      to this server's import, so they are taken off the exit list once, here; a library the
-      program registers, and any other finalizer or ``atexit`` handler, still goes at its end.
-    - ``gc.freeze()``: the objects of the import are left out of every collection, so a child's
-      collections walk only what the program made (and do not touch, so copy, the parent's
-      memory pages). A cycle the program makes is still collected.
+def leave_torchs_exit_work_out_of_each_run() -> None:
+    """At exit, torch deregisters the 174 operator libraries its import registered
+    (``weakref.finalize`` in ``torch/library.py``, ``_del_library``): 35 ms of each child's
+    60 ms (a trivial program's) run. Those finalizers belong to this server's import, so they
+    are taken off the exit list once, here; a library the program registers, and any other
+    finalizer or ``atexit`` handler, still goes at its end (a test shows it). What a program
+    could see of this: the ``atexit`` flag of those finalizers in weakref's private registry,
+    and, in an ``atexit`` handler registered before its ``import torch``, torch's own operators
+    still registered, where a new interpreter has removed them by then.
 
     ``SNIPPETS_FRESH_INTERPRETER=1`` runs each program in a new interpreter instead.
     """
-    import gc
     import weakref
 
     # weakref.finalize's registry is private: there is no public list of finalizers.
     for finalizer, info in list(weakref.finalize._registry.items()):
         if getattr(info.func, "__module__", None) == "torch.library":
             finalizer.atexit = False
-    gc.freeze()
 
 
 def main() -> None:
-    leave_the_imports_state_out_of_each_run()
+    leave_torchs_exit_work_out_of_each_run()
     for line in sys.stdin:
         request = json.loads(line)
         start = time.perf_counter()

@@ -7,6 +7,8 @@ very same functions as the real snippets and inline fences.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,15 +127,31 @@ def test_the_same_server_would_carry_state_within_one_run():
     assert run.returncode == 1 and "AssertionError" in run.stderr
 
 
-def test_a_programs_own_exit_handlers_and_finalizers_still_run():
+def test_a_programs_end_is_what_a_new_interpreter_does():
     """The server takes torch's own import-time finalizers off each child's exit list
-    (``snippetserver.leave_the_imports_state_out_of_each_run``); what the program registers,
-    an operator library included, still runs at its end, in Python's order."""
-    run = snippetcheck.run_file(ISOLATION / "exit_handlers.py")
+    (``snippetserver.leave_torchs_exit_work_out_of_each_run``); what the program registers, an
+    operator library included, still runs at its end, in Python's order, and ``__main__`` is
+    torn down after it (``snippetserver.tear_down``): the same output as ``python file``."""
+    program = ISOLATION / "exit_handlers.py"
+    run = snippetcheck.run_file(program)
     assert (run.returncode, run.stderr) == (0, ""), run.stderr
-    assert run.stdout.splitlines() == [
-        "the library is freed at exit: True", "atexit handler ran", "finalizer ran"
-    ]
+    new = subprocess.run(
+        [sys.executable, str(program)], capture_output=True, text=True, timeout=60,
+        env=snippetcheck.snippet_env(), cwd=program.parent,
+    )
+    assert (new.returncode, new.stderr) == (0, ""), new.stderr
+    assert new.stdout.splitlines() == [
+        "__del__ at teardown",  # the Thing the second finalizer watched, as soon as it is made
+        "finalizer ran",
+        "main done",
+        "atexit handler ran",
+        "finalizer at exit ran",
+        "the library was freed before: True",
+        "__del__ at teardown",  # first, then later
+        "__del__ at teardown",
+        "a line through a second stream",
+    ], new.stdout
+    assert run.stdout == new.stdout
 
 
 def test_a_spawned_process_starts_clean_and_sees_its_environment():
