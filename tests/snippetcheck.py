@@ -13,6 +13,7 @@ import difflib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -203,17 +204,39 @@ def run_module(
     cwd: Path,
     timeout: float = DEFAULT_TIMEOUT_S,
     stdout: Path | None = None,
+    environ: dict[str, str | None] | None = None,
 ) -> Run:
     """Run ``python -m module args...`` in ``cwd``, in a fork of the warm interpreter.
 
     ``stdout``: a file (a named pipe, say) the program writes its standard output to, for the
-    caller to read; the run's ``stdout`` is then empty.
+    caller to read; the run's ``stdout`` is then empty. ``environ``: variables to set (or, with
+    None, unset) for the processes the program starts; the program itself was started with
+    the snippets' environment.
     """
     if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
         return _run_in_new_interpreter(
-            None, timeout, args, None, module=module, cwd=cwd, stdout=stdout
+            None, timeout, args, None, module=module, cwd=cwd, stdout=stdout, environ=environ
         )
-    return _run_in_server({"module": module}, args, cwd, timeout, None, stdout)
+    target = {"module": module, "environ": environ or {}}
+    return _run_in_server(target, args, cwd, timeout, None, stdout)
+
+
+def kill_processes_in(directory: Path) -> list[int]:
+    """SIGKILL every process whose working directory is ``directory``; their pids.
+
+    For what a timed-out run leaves behind outside its process group: torchrun starts each
+    rank in a session of its own (``start_new_session=True``,
+    ``torch/distributed/elastic/multiprocessing/subprocess_handler``).
+    """
+    killed = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(proc / "cwd")) == directory and int(proc.name) != os.getpid():
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return killed
 
 
 def _run_in_server(
@@ -251,16 +274,23 @@ def _run_in_new_interpreter(
     module: str | None = None,
     cwd: Path | None = None,
     stdout: Path | None = None,
+    environ: dict[str, str | None] | None = None,
 ) -> Run:
     start = time.perf_counter()
     target = ["-m", module] if module else [str(path)]
+    env = snippet_env(variant)
+    for name, value in (environ or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     with tempfile.TemporaryDirectory(prefix="snippet-") as empty, contextlib.ExitStack() as stack:
         out = stack.enter_context(open(stdout, "wb")) if stdout else subprocess.PIPE
         try:
             proc = subprocess.run(
                 [sys.executable, *target, *(args or [])],
                 cwd=cwd or empty,
-                env=snippet_env(variant),
+                env=env,
                 stdout=out,
                 stderr=subprocess.PIPE,
                 text=True,

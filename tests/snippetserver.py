@@ -17,6 +17,8 @@ pytest process (its global torch state would leak into the next test).
 Protocol: one JSON object per line each way.
 request  {"path": str, "args": [str], "cwd": str, "stdout": str, "stderr": str, "timeout": float,
           "warm_spawn": bool (optional, see start_spawn_zygote),
+          "environ": {name: str | null} (optional: set or, null, unset, before the program
+                     runs; what the interpreter read at its start is as the server's),
           "reap": bool (optional, default true: kill what the program left running)}
          or {"module": str, ...} instead of "path": ``python -m module args...``
 reply    {"returncode": int | null, "seconds": float}   (null: killed at its time limit)
@@ -146,6 +148,11 @@ def run_child(request: dict) -> None:
     ):
         os.dup2(os.open(name, flags, 0o600), fd)
     path, module = request.get("path"), request.get("module")
+    for name, value in request.get("environ", {}).items():  # for the processes it starts
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     if request.get("warm_spawn"):
         start_spawn_zygote()
     if module:  # python -m module args...: the working directory first on sys.path

@@ -34,6 +34,8 @@ def rank_fn(rank, world_size):
 {body}
 
 if __name__ == "__main__":
+    with open(os.path.join({pid_dir!r}, "launcher.pid"), "w") as f:
+        f.write(str(os.getpid()))
     launch(rank_fn, time_limit_s={limit})
 """
 
@@ -142,17 +144,22 @@ def test_ranks_do_not_outlive_a_killed_launcher(tmp_path, leftovers):
     ``spawn`` ranks, their parent, which is then killed with SIGKILL: no cleanup of its own
     runs, and the ranks must notice on their own and exit."""
     path = write_program(tmp_path, "time.sleep(3600)", limit=600)
+    pid_file = tmp_path / "launcher.pid"
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         launched = pool.submit(run, path, 120)
-        deadline = time.monotonic() + 90
-        while len(rank_pids(tmp_path)) < 2 and time.monotonic() < deadline:
-            assert not launched.done(), launched.result()[0].stderr
-            time.sleep(0.2)
-        pids = rank_pids(tmp_path)
-        assert len(pids) == 2, "the ranks did not start"
-        parents = {parent_pid(pid) for pid in pids}
-        assert len(parents) == 1, f"the ranks have different parents: {parents}"
-        os.kill(parents.pop(), signal.SIGKILL)
+        try:
+            deadline = time.monotonic() + 90
+            while len(rank_pids(tmp_path)) < 2 and time.monotonic() < deadline:
+                assert not launched.done(), launched.result()[0].stderr
+                time.sleep(0.2)
+            pids = rank_pids(tmp_path)
+            assert len(pids) == 2, "the ranks did not start"
+            launcher = int(pid_file.read_text())
+            parents = {parent_pid(pid) for pid in pids}
+            assert parents == {launcher}, f"the ranks' parents {parents}, not the launcher"
+        finally:  # the launcher, whatever happened: a failed test need not wait for its limit
+            if pid_file.exists() and pid_file.read_text() and alive(int(pid_file.read_text())):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
         proc, _ = launched.result()
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     deadline = time.monotonic() + 15
@@ -165,15 +172,20 @@ def test_the_same_snippet_runs_under_torchrun(tmp_path):
     """Started by torchrun (one host, 2 processes), a snippet prints what the page shows.
 
     torchrun itself runs in a fork of the snippets' warm interpreter (``run_module``: no torch
-    import, 2 s of CPU); the two ranks it starts are new interpreters, as a reader's are.
+    import, 2 s of CPU); the two ranks it starts are new interpreters, as a reader's are, each
+    in a session of its own: at the time limit they are killed by their working directory.
     """
     snippet = LAUNCHER_DIR / "two_losses.py"
-    proc = snippetcheck.run_module(
-        "torch.distributed.run",
-        ["--standalone", "--nproc-per-node=2", str(snippet)],
-        cwd=tmp_path,
-        timeout=120,
-    )
+    try:
+        proc = snippetcheck.run_module(
+            "torch.distributed.run",
+            ["--standalone", "--nproc-per-node=2", str(snippet)],
+            cwd=tmp_path,
+            timeout=120,
+        )
+    finally:
+        leftover = snippetcheck.kill_processes_in(tmp_path)
+    assert not proc.timed_out, f"timed out; killed {leftover}: {proc.stderr[-3000:]}"
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == snippet.with_suffix(".out").read_text(encoding="utf-8")
 

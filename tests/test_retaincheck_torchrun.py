@@ -51,12 +51,13 @@ def run_torchrun(args: list[str], cwd: Path) -> tuple[snippetcheck.Run, str]:
     """``torchrun args...`` in ``cwd``; its run, and what it and its ranks wrote to stdout.
 
     torchrun itself runs in a fork of the snippets' warm interpreter (``run_module``: no
-    torch import, 2 s of CPU); its two ranks are new interpreters, as a user's are. Their
-    shared standard output is a real pipe, as when a CI job reads it (a named pipe: the same
-    kernel pipe, PIPE_BUF atomicity included). The test holds a writing end open until the run
-    is over, so the reader sees the end of the output only then, and a thread reads as it comes,
-    so no writer ever blocks on a full pipe. The time limit kills torchrun's process group,
-    ranks included.
+    torch import, 2 s of CPU); its two ranks are new interpreters, as a user's are, with a
+    buffered stdout, as in a CI job (``PYTHONUNBUFFERED`` unset). Their shared standard output
+    is a real pipe, as when a CI job reads it (a named pipe: the same kernel pipe, PIPE_BUF
+    atomicity included). The test holds a writing end open until the run is over, so the
+    reader sees the end of the output only then, and a thread reads as it comes, so no writer
+    ever blocks on a full pipe. At the time limit the warm interpreter kills torchrun's process
+    group; the ranks, each in a session of its own, are killed here by their working directory.
     """
     fifo = cwd / "stdout.pipe"
     os.mkfifo(fifo)
@@ -72,12 +73,17 @@ def run_torchrun(args: list[str], cwd: Path) -> tuple[snippetcheck.Run, str]:
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
     try:
-        run = snippetcheck.run_module("torch.distributed.run", args, cwd, 60, stdout=fifo)
+        run = snippetcheck.run_module(
+            "torch.distributed.run", args, cwd, 60, stdout=fifo,
+            environ={"PYTHONUNBUFFERED": None},
+        )
     finally:
+        leftover = snippetcheck.kill_processes_in(cwd)
         os.close(holder)
         thread.join(10)
-        os.close(reader)
-    assert not thread.is_alive(), "something still holds the pipe open"
+    assert not run.timed_out, f"timed out; killed {leftover}: {run.stderr[-3000:]}"
+    assert not thread.is_alive(), f"something still holds the pipe open (killed {leftover})"
+    os.close(reader)
     return run, b"".join(chunks).decode("utf-8")
 
 
@@ -88,7 +94,6 @@ def test_each_rank_reports_on_its_own_and_reports_never_interleave(tmp_path):
          "-m", "retaincheck", "--json=out/report.json", "train.py"],
         tmp_path,
     )
-    assert not run.timed_out, run.stderr[-3000:]
     proc, stderr = run, run.stderr
     assert proc.returncode == 0, stderr[-3000:]
 
