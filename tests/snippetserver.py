@@ -58,45 +58,56 @@ def start_spawn_zygote() -> None:
     so a lesson that would fail under ``spawn`` (no ``__main__`` guard, a target defined only
     under it) fails here too. What a fork of the zygote cannot match is handled: torch reads
     some environment variables once, when it is imported (``TORCH_CPP_LOG_LEVEL``, say), so a
-    program that changed its environment before starting a process gets a real ``spawn``; and
-    ``os.getppid()``, which a rank's orphan watch reads, reports the program while it lives
-    (the zygote is the rank's real parent). Real ``spawn``, the orphan watch and the time limit
-    are tested on their own, in new interpreters, by ``tests/test_distributed_launcher.py``.
+    program that changed its environment before starting a process gets its processes from a
+    zygote of their own, a new interpreter started with that environment (``python
+    snippetserver.py --zygote``: it imports torch anew, once for all of them, where a real
+    ``spawn`` imports it in each); and ``os.getppid()``, which a rank's orphan watch reads,
+    reports the program while it lives (the zygote is the rank's real parent). Real ``spawn``,
+    the orphan watch and the time limit are tested on their own, in new interpreters, by
+    ``tests/test_distributed_launcher.py``.
 
     Why our own code: multiprocessing's own fork server starts a new interpreter (it would
     import torch again) and, in a forked child, does not know its server.
     """
     import socket
-    from multiprocessing import (
-        connection,
-        context,
-        forkserver,
-        popen_forkserver,
-        popen_spawn_posix,
-    )
+    import subprocess
+    from multiprocessing import connection, context, forkserver, popen_forkserver
 
-    listener = socket.socket(socket.AF_UNIX)
-    address = connection.arbitrary_address("AF_UNIX")
-    listener.bind(address)
-    os.chmod(address, 0o600)
-    listener.listen()
-    alive_r, alive_w = os.pipe()
     program = os.getpid()
-    zygote = os.fork()
-    if zygote == 0:
-        os.close(alive_w)
-        _serve_as_zygote(listener.fileno(), alive_r, program)
-    os.close(alive_r)
-    listener.close()
-    server = forkserver._forkserver
-    server._forkserver_address, server._forkserver_alive_fd = address, alive_w
-    server._forkserver_pid = zygote
+    zygotes: dict[tuple, tuple[str, int, int]] = {}  # environment -> address, alive fd, pid
 
-    environment = dict(os.environ)
+    def start_zygote(environ: dict[str, str]) -> tuple[str, int, int]:
+        listener = socket.socket(socket.AF_UNIX)
+        address = connection.arbitrary_address("AF_UNIX")
+        listener.bind(address)
+        os.chmod(address, 0o600)
+        listener.listen()
+        alive_r, alive_w = os.pipe()
+        if not zygotes:  # the first: a fork of this clean process, before the program runs
+            zygote = os.fork()
+            if zygote == 0:
+                os.close(alive_w)
+                _serve_as_zygote(listener.fileno(), alive_r, program)
+        else:  # a new interpreter, which imports torch with the program's environment
+            args = ["--zygote", str(listener.fileno()), str(alive_r), str(program)]
+            zygote = subprocess.Popen(
+                [sys.executable, SERVER, *args], pass_fds=(listener.fileno(), alive_r),
+                stdin=subprocess.DEVNULL,
+            ).pid
+        os.close(alive_r)
+        listener.close()
+        zygotes[tuple(sorted(environ.items()))] = (address, alive_w, zygote)
+        return zygotes[tuple(sorted(environ.items()))]
+
+    start_zygote(dict(os.environ))
+    server = forkserver._forkserver
 
     def start(process_obj):
-        if dict(os.environ) != environment:
-            return popen_spawn_posix.Popen(process_obj)
+        environ = dict(os.environ)
+        known = zygotes.get(tuple(sorted(environ.items())))
+        address, alive_w, zygote = known or start_zygote(environ)
+        server._forkserver_address, server._forkserver_alive_fd = address, alive_w
+        server._forkserver_pid = zygote
         return popen_forkserver.Popen(process_obj)
 
     context.SpawnProcess._Popen = staticmethod(start)
@@ -278,5 +289,10 @@ def main() -> None:
         sys.stdout.flush()
 
 
+SERVER = os.path.abspath(__file__)
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--zygote"]:  # start_spawn_zygote's zygote for a changed environment
+        _serve_as_zygote(*map(int, sys.argv[2:5]))
+    else:
+        main()

@@ -157,14 +157,15 @@ def test_a_programs_end_is_what_a_new_interpreter_does():
 def test_a_spawned_process_starts_clean_and_sees_its_environment():
     """Snippets' ``spawn`` processes are forks of a clean warm interpreter (the server's
     zygote): they see none of the parent's torch state, ``os.getppid()`` names the program,
-    and a program that changed its environment gets a real ``spawn`` instead, so that torch,
-    imported anew, reads it."""
+    and a program that changed its environment gets them from a zygote of their own, a new
+    interpreter started with that environment, so that torch, imported anew, reads it."""
     run = snippetcheck.run_file((ISOLATION / "spawned_ranks.py").resolve(), warm_spawn=True)
     assert run.returncode == 0 and not run.stderr, run.stderr
     clean = [("dtype", "torch.float32"), ("getppid is the program", True), ("grad", True),
              ("main", "__mp_main__"), ("seeded", False)]
     zygote, spawned = (ast.literal_eval(ln.split(" ", 1)[1]) for ln in run.stdout.splitlines())
-    assert zygote == sorted([*clean, ("forked from the program", False), ("marker", None)])
-    assert spawned == sorted(
-        [*clean, ("forked from the program", True), ("marker", "set before the start")]
-    )
+    assert zygote == sorted([*clean, ("forked from the program", False), ("marker", None),
+                             ("parent started with the marker", False)])
+    assert spawned == sorted([*clean, ("forked from the program", False),
+                              ("marker", "set before the start"),
+                              ("parent started with the marker", True)])
