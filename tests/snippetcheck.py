@@ -222,7 +222,8 @@ def run_module(
 
 
 def kill_processes_in(directory: Path) -> list[int]:
-    """SIGKILL every process whose working directory is ``directory``; their pids.
+    """SIGKILL every process whose working directory is ``directory``; their pids. (A process
+    that changed its directory is not found.)
 
     For what a timed-out run leaves behind outside its process group: torchrun starts each
     rank in a session of its own (``start_new_session=True``,

@@ -60,8 +60,9 @@ def start_spawn_zygote() -> None:
     some environment variables once, when it is imported (``TORCH_CPP_LOG_LEVEL``, say), so a
     program that changed its environment before starting a process gets its processes from a
     zygote of their own, a new interpreter started with that environment (``python
-    snippetserver.py --zygote``: it imports torch anew, once for all of them, where a real
-    ``spawn`` imports it in each); and ``os.getppid()``, which a rank's orphan watch reads,
+    snippetserver.py --zygote``: it imports torch, and torch._dynamo, anew, once for all of
+    them, where a real ``spawn`` imports torch in each, and prints what the import prints
+    once); and ``os.getppid()``, which a rank's orphan watch reads,
     reports the program while it lives (the zygote is the rank's real parent). Real ``spawn``,
     the orphan watch and the time limit are tested on their own, in new interpreters, by
     ``tests/test_distributed_launcher.py``.
@@ -159,13 +160,13 @@ def run_child(request: dict) -> None:
     ):
         os.dup2(os.open(name, flags, 0o600), fd)
     path, module = request.get("path"), request.get("module")
+    if request.get("warm_spawn"):  # before any change below: its zygote has the server's
+        start_spawn_zygote()
     for name, value in request.get("environ", {}).items():  # for the processes it starts
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    if request.get("warm_spawn"):
-        start_spawn_zygote()
     if module:  # python -m module args...: the working directory first on sys.path
         sys.argv = [module, *request["args"]]  # run_module puts the module's file in argv[0]
         sys.path[0] = os.getcwd()
@@ -211,9 +212,11 @@ def tear_down(main: types.ModuleType) -> None:
     ``finalize_modules``; ``_PyModule_ClearDict`` in ``Objects/moduleobject.c``): its names are
     set to None, first those with one leading underscore, then all but ``__builtins__``; then a
     collection. An object only a global holds goes then: a second stream on stdout flushes its
-    last line, a ``__del__`` runs. The collection is of the two younger generations only: a full
-    one walks all of torch's objects, 180 ms a run; what it would add is cyclic garbage old
-    enough to have reached the oldest generation."""
+    last line, a ``__del__`` runs. Two differences from the interpreter, both known: it collects
+    first and finalizes with the globals still in place, so here a ``__del__`` that reads a
+    global sees None (and fails loudly, on stderr, where the interpreter's would not); and the
+    collection is of the two younger generations only (a full one walks all of torch's objects,
+    180 ms a run), so cyclic garbage old enough for the oldest generation is not finalized."""
     import gc
 
     sys.modules.pop("__main__", None)

@@ -186,6 +186,7 @@ def test_the_same_snippet_runs_under_torchrun(tmp_path):
     finally:
         leftover = snippetcheck.kill_processes_in(tmp_path)
     assert not proc.timed_out, f"timed out; killed {leftover}: {proc.stderr[-3000:]}"
+    assert not leftover, f"processes still running after torchrun ended (killed): {leftover}"
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == snippet.with_suffix(".out").read_text(encoding="utf-8")
 

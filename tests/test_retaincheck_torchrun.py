@@ -82,7 +82,8 @@ def run_torchrun(args: list[str], cwd: Path) -> tuple[snippetcheck.Run, str]:
         os.close(holder)
         thread.join(10)
     assert not run.timed_out, f"timed out; killed {leftover}: {run.stderr[-3000:]}"
-    assert not thread.is_alive(), f"something still holds the pipe open (killed {leftover})"
+    assert not leftover, f"processes still running after torchrun ended (killed): {leftover}"
+    assert not thread.is_alive(), "something still holds the pipe open"
     os.close(reader)
     return run, b"".join(chunks).decode("utf-8")
 
