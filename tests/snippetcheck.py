@@ -221,6 +221,24 @@ def run_module(
     return _run_in_server(target, args, cwd, timeout, None, stdout)
 
 
+def run_torchrun(
+    args: list[str],
+    cwd: Path,
+    timeout: float,
+    stdout: Path | None = None,
+    environ: dict[str, str | None] | None = None,
+) -> Run:
+    """``torchrun args...`` in ``cwd`` (``run_module``); then its ranks, each in a session of
+    its own, are killed by their working directory. Fails if it timed out or left one."""
+    try:
+        run = run_module("torch.distributed.run", args, cwd, timeout, stdout, environ)
+    finally:
+        leftover = kill_processes_in(cwd)
+    assert not run.timed_out, f"timed out; killed {leftover}: {run.stderr[-3000:]}"
+    assert not leftover, f"processes still running after torchrun ended (killed): {leftover}"
+    return run
+
+
 def kill_processes_in(directory: Path) -> list[int]:
     """SIGKILL every process whose working directory is ``directory``; their pids. (A process
     that changed its directory is not found.)

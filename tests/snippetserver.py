@@ -62,9 +62,9 @@ def start_spawn_zygote() -> None:
     zygote of their own, a new interpreter started with that environment (``python
     snippetserver.py --zygote``: it imports torch, and torch._dynamo, anew, once for all of
     them, where a real ``spawn`` imports torch in each, and prints what the import prints
-    once); and ``os.getppid()``, which a rank's orphan watch reads,
-    reports the program while it lives (the zygote is the rank's real parent). Real ``spawn``,
-    the orphan watch and the time limit are tested on their own, in new interpreters, by
+    once); and ``os.getppid()``, which a rank's orphan watch reads, reports the program while
+    it lives (the zygote is the rank's real parent). Real ``spawn``, the orphan watch and the
+    time limit are tested on their own, in new interpreters, by
     ``tests/test_distributed_launcher.py``.
 
     Why our own code: multiprocessing's own fork server starts a new interpreter (it would
@@ -75,16 +75,16 @@ def start_spawn_zygote() -> None:
     from multiprocessing import connection, context, forkserver, popen_forkserver
 
     program = os.getpid()
-    zygotes: dict[tuple, tuple[str, int, int]] = {}  # environment -> address, alive fd, pid
 
-    def start_zygote(environ: dict[str, str]) -> tuple[str, int, int]:
+    def start_zygote(fork: bool) -> tuple[str, int, int]:
+        """A zygote's address, the fd that keeps it alive, its pid."""
         listener = socket.socket(socket.AF_UNIX)
         address = connection.arbitrary_address("AF_UNIX")
         listener.bind(address)
         os.chmod(address, 0o600)
         listener.listen()
         alive_r, alive_w = os.pipe()
-        if not zygotes:  # the first: a fork of this clean process, before the program runs
+        if fork:  # a fork of this clean process, before the program runs
             zygote = os.fork()
             if zygote == 0:
                 os.close(alive_w)
@@ -97,16 +97,19 @@ def start_spawn_zygote() -> None:
             ).pid
         os.close(alive_r)
         listener.close()
-        zygotes[tuple(sorted(environ.items()))] = (address, alive_w, zygote)
-        return zygotes[tuple(sorted(environ.items()))]
+        return address, alive_w, zygote
 
-    start_zygote(dict(os.environ))
+    def environment() -> tuple:
+        return tuple(sorted(os.environ.items()))
+
+    zygotes = {environment(): start_zygote(fork=True)}  # environment -> zygote
     server = forkserver._forkserver
 
     def start(process_obj):
-        environ = dict(os.environ)
-        known = zygotes.get(tuple(sorted(environ.items())))
-        address, alive_w, zygote = known or start_zygote(environ)
+        key = environment()
+        if key not in zygotes:
+            zygotes[key] = start_zygote(fork=False)
+        address, alive_w, zygote = zygotes[key]
         server._forkserver_address, server._forkserver_alive_fd = address, alive_w
         server._forkserver_pid = zygote
         return popen_forkserver.Popen(process_obj)

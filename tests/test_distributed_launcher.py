@@ -158,8 +158,9 @@ def test_ranks_do_not_outlive_a_killed_launcher(tmp_path, leftovers):
             parents = {parent_pid(pid) for pid in pids}
             assert parents == {launcher}, f"the ranks' parents {parents}, not the launcher"
         finally:  # the launcher, whatever happened: a failed test need not wait for its limit
-            if pid_file.exists() and pid_file.read_text() and alive(int(pid_file.read_text())):
-                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            written = pid_file.read_text() if pid_file.exists() else ""
+            if written and alive(int(written)):
+                os.kill(int(written), signal.SIGKILL)
         proc, _ = launched.result()
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     deadline = time.monotonic() + 15
@@ -176,17 +177,9 @@ def test_the_same_snippet_runs_under_torchrun(tmp_path):
     in a session of its own: at the time limit they are killed by their working directory.
     """
     snippet = LAUNCHER_DIR / "two_losses.py"
-    try:
-        proc = snippetcheck.run_module(
-            "torch.distributed.run",
-            ["--standalone", "--nproc-per-node=2", str(snippet)],
-            cwd=tmp_path,
-            timeout=120,
-        )
-    finally:
-        leftover = snippetcheck.kill_processes_in(tmp_path)
-    assert not proc.timed_out, f"timed out; killed {leftover}: {proc.stderr[-3000:]}"
-    assert not leftover, f"processes still running after torchrun ended (killed): {leftover}"
+    proc = snippetcheck.run_torchrun(
+        ["--standalone", "--nproc-per-node=2", str(snippet)], tmp_path, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == snippet.with_suffix(".out").read_text(encoding="utf-8")
 

@@ -57,7 +57,8 @@ def run_torchrun(args: list[str], cwd: Path) -> tuple[snippetcheck.Run, str]:
     atomicity included). The test holds a writing end open until the run is over, so the
     reader sees the end of the output only then, and a thread reads as it comes, so no writer
     ever blocks on a full pipe. At the time limit the warm interpreter kills torchrun's process
-    group; the ranks, each in a session of its own, are killed here by their working directory.
+    group; the ranks, each in a session of its own, by their working directory
+    (``snippetcheck.run_torchrun``).
     """
     fifo = cwd / "stdout.pipe"
     os.mkfifo(fifo)
@@ -73,16 +74,12 @@ def run_torchrun(args: list[str], cwd: Path) -> tuple[snippetcheck.Run, str]:
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
     try:
-        run = snippetcheck.run_module(
-            "torch.distributed.run", args, cwd, 60, stdout=fifo,
-            environ={"PYTHONUNBUFFERED": None},
+        run = snippetcheck.run_torchrun(
+            args, cwd, 60, stdout=fifo, environ={"PYTHONUNBUFFERED": None}
         )
     finally:
-        leftover = snippetcheck.kill_processes_in(cwd)
         os.close(holder)
         thread.join(10)
-    assert not run.timed_out, f"timed out; killed {leftover}: {run.stderr[-3000:]}"
-    assert not leftover, f"processes still running after torchrun ended (killed): {leftover}"
     assert not thread.is_alive(), "something still holds the pipe open"
     os.close(reader)
     return run, b"".join(chunks).decode("utf-8")
