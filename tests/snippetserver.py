@@ -219,7 +219,11 @@ def tear_down(main: types.ModuleType) -> None:
     first and finalizes with the globals still in place, so here a ``__del__`` that reads a
     global sees None (and fails loudly, on stderr, where the interpreter's would not); and the
     collection is of the two younger generations only (a full one walks all of torch's objects,
-    180 ms a run), so cyclic garbage old enough for the oldest generation is not finalized."""
+    170 ms a run), so cyclic garbage old enough for the oldest generation is not finalized.
+    Collecting fully, with the globals in place, only for a program whose ``__main__`` defines
+    a ``__del__`` was tried: the order of finalization then differs, and a second stream's last
+    line was lost where a new interpreter wrote it. ``.ci/run`` reruns every snippet in a new
+    interpreter instead."""
     import gc
 
     sys.modules.pop("__main__", None)

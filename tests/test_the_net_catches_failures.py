@@ -150,6 +150,7 @@ def test_a_programs_end_is_what_a_new_interpreter_does():
         "__del__ at teardown",  # first, then later
         "__del__ at teardown",
         "a line through a second stream",
+        "a cycle collected at teardown",  # by tear_down's collection
     ], new.stdout
     assert run.stdout == new.stdout
 
@@ -163,9 +164,14 @@ def test_a_spawned_process_starts_clean_and_sees_its_environment():
     assert run.returncode == 0 and not run.stderr, run.stderr
     clean = [("dtype", "torch.float32"), ("getppid is the program", True), ("grad", True),
              ("main", "__mp_main__"), ("seeded", False)]
-    zygote, spawned = (ast.literal_eval(ln.split(" ", 1)[1]) for ln in run.stdout.splitlines())
-    assert zygote == sorted([*clean, ("forked from the program", False), ("marker", None),
-                             ("parent started with the marker", False)])
-    assert spawned == sorted([*clean, ("forked from the program", False),
-                              ("marker", "set before the start"),
-                              ("parent started with the marker", True)])
+    rounds = [ln.split(" ", 1) for ln in run.stdout.splitlines()]
+    assert [code for code, _ in rounds] == ["0"] * 4, run.stdout
+    seen = [dict(ast.literal_eval(report)) for _, report in rounds]
+    parents = [s.pop("parent") for s in seen]
+    # The same environment, the same zygote; a changed one, a zygote of its own.
+    assert parents[0] == parents[2] != parents[1] == parents[3], parents
+    assert seen[0] == seen[2] == {**dict(clean), "forked from the program": False,
+                                  "marker": None, "parent started with the marker": False}
+    assert seen[1] == seen[3] == {**dict(clean), "forked from the program": False,
+                                  "marker": "set before the start",
+                                  "parent started with the marker": True}
