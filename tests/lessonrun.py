@@ -23,7 +23,11 @@ The page shows the lesson and its output, and the proof collapsed under it. This
 2. then runs the proof in the lesson's namespace (it reads the lesson's variables), compiled
    under the snippet's own path and line numbers so that a failing assertion points at the file;
    while it runs, anything written to ``sys.stdout`` fails the run: the output a page shows is
-   the lesson's alone.
+   the lesson's alone. Then the names the proof made go (a name of the lesson's it deleted or
+   rebound stays as it left it), and the program ends as the lesson's would: the lesson's
+   module is ``__main__`` to the end, so its exit handlers and finalizers, and the
+   interpreter's teardown of ``__main__`` after them, see what ``python <idea>.py`` leaves
+   (``tests/test_the_net_catches_failures.py`` compares the two).
 
 Why our own code: no test runner or doctest tool runs one part of a file as a standalone program
 and then another part in its namespace. A file without the two markers runs whole, as
@@ -124,21 +128,25 @@ def run(path: Path, args: list[str]) -> None:
     module.__file__ = str(lesson_file)
     module.__builtins__ = __builtins__
     module.__spec__ = None
-    saved_main, saved_argv, saved_path = sys.modules["__main__"], sys.argv, list(sys.path)
+    # The lesson's module is the program's __main__ from here to the end, as it is for
+    # `python lesson.py`: what its exit handlers read, and what the interpreter tears down
+    # after them (a second stream's last line, a __del__).
     sys.modules["__main__"] = module
     sys.argv = [str(lesson_file), *args]
     sys.path[0:1] = [str(folder), str(path.parent.resolve())]
+    names = module.__dict__
+    exec(compile(lesson, str(lesson_file), "exec"), names)
+    sys.stdout.flush()
+    stdout, sys.stdout = sys.stdout, _NoPrinting()
     try:
-        exec(compile(lesson, str(lesson_file), "exec"), module.__dict__)
-        sys.stdout.flush()
-        stdout, sys.stdout = sys.stdout, _NoPrinting()
-        try:
-            padded = "\n" * (proof_line - 1) + proof
-            exec(compile(padded, str(path.resolve()), "exec"), module.__dict__)
-        finally:
-            sys.stdout = stdout
+        lessons = set(names)  # the names only: a proof may check that a value was freed
+        padded = "\n" * (proof_line - 1) + proof
+        exec(compile(padded, str(path.resolve()), "exec"), names)
+        # What the proof made goes now, while printing still fails the run.
+        for name in [n for n in names if n not in lessons]:
+            del names[name]
     finally:
-        sys.modules["__main__"], sys.argv, sys.path[:] = saved_main, saved_argv, saved_path
+        sys.stdout = stdout
 
 
 def main(argv: list[str]) -> int:
@@ -158,4 +166,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    if code := main(sys.argv[1:]):  # on success, the program ends as the lesson does
+        sys.exit(code)

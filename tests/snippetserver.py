@@ -203,7 +203,9 @@ def run_child(request: dict) -> None:
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
-        tear_down(main)
+        # The module that is __main__ at the end, as for the interpreter: a program may have
+        # put another there (tests/lessonrun.py makes the lesson's module the program's).
+        tear_down(sys.modules.get("__main__", main))
         sys.stdout.flush()
         sys.stderr.flush()
     finally:

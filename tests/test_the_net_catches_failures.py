@@ -127,14 +127,14 @@ def test_the_same_server_would_carry_state_within_one_run():
     assert run.returncode == 1 and "AssertionError" in run.stderr
 
 
-def test_a_programs_end_is_what_a_new_interpreter_does():
+def test_a_programs_end_is_what_a_new_interpreter_does(tmp_path):
     """The server takes torch's own import-time finalizers off each child's exit list
     (``snippetserver.leave_torchs_exit_work_out_of_each_run``); what the program registers, an
     operator library included, still runs at its end, in Python's order, and ``__main__`` is
-    torn down after it (``snippetserver.tear_down``): the same output as ``python file``."""
+    torn down after it (``snippetserver.tear_down``): the same output as ``python file``. The
+    same holds for the program as a snippet's lesson, followed by a proof
+    (``tests/lessonrun.py``: the lesson's module is then the program's ``__main__``)."""
     program = ISOLATION / "exit_handlers.py"
-    run = snippetcheck.run_file(program)
-    assert (run.returncode, run.stderr) == (0, ""), run.stderr
     new = subprocess.run(
         [sys.executable, str(program)], capture_output=True, text=True, timeout=60,
         env=snippetcheck.snippet_env(), cwd=program.parent,
@@ -152,7 +152,38 @@ def test_a_programs_end_is_what_a_new_interpreter_does():
         "a line through a second stream",
         "a cycle collected at teardown",  # by tear_down's collection
     ], new.stdout
+    snippet = as_snippet(tmp_path / "a", program.read_text(encoding="utf-8"),
+                         "proof_made = [later, second]\nassert not second.closed\n")
+    for run in (snippetcheck.run_file(program), snippetcheck.run_snippet(snippet)):
+        assert (run.returncode, run.stderr) == (0, ""), run.stderr
+        assert run.stdout == new.stdout
+    # Without a function, a lesson's globals are no cycle: a runner that let go of the lesson's
+    # module when the proof ended freed the stream there, before the atexit handler, in a new
+    # interpreter too (SNIPPETS_FRESH_INTERPRETER=1, as .ci/run reruns this test).
+    lesson = (
+        "import atexit\nimport os\n\nlog = os.fdopen(os.dup(1), 'w')\n"
+        "print('a line through a second stream', file=log)\n"
+        "atexit.register(print, 'atexit handler')\nprint('main done')\n"
+    )
+    new = subprocess.run([sys.executable, "-c", lesson], capture_output=True, text=True,
+                         timeout=60, env=snippetcheck.snippet_env())
+    assert new.stdout.splitlines() == ["main done", "atexit handler",
+                                       "a line through a second stream"], new.stdout
+    run = snippetcheck.run_snippet(as_snippet(tmp_path / "b", lesson, "assert not log.closed\n"))
+    assert (run.returncode, run.stderr) == (0, ""), run.stderr
     assert run.stdout == new.stdout
+
+
+def as_snippet(folder: Path, lesson: str, proof: str) -> Path:
+    """A snippet file made of ``lesson`` and ``proof`` (``tests/lessonrun.py``)."""
+    folder.mkdir()
+    snippet = folder / "idea.py"
+    snippet.write_text(
+        f"# --8<-- [start:lesson]\n{lesson}# --8<-- [end:lesson]\n\n"
+        f"# --8<-- [start:proof]\n{proof}# --8<-- [end:proof]\n",
+        encoding="utf-8",
+    )
+    return snippet
 
 
 def test_a_spawned_process_starts_clean_and_sees_its_environment():
@@ -165,7 +196,7 @@ def test_a_spawned_process_starts_clean_and_sees_its_environment():
     clean = [("dtype", "torch.float32"), ("getppid is the program", True), ("grad", True),
              ("main", "__mp_main__"), ("seeded", False)]
     rounds = [ln.split(" ", 1) for ln in run.stdout.splitlines()]
-    assert [code for code, _ in rounds] == ["0"] * 4, run.stdout
+    assert [code for code, _ in rounds] == ["0", "1", "2", "3"], run.stdout
     seen = [dict(ast.literal_eval(report)) for _, report in rounds]
     parents = [s.pop("parent") for s in seen]
     # The same environment, the same zygote; a changed one, a zygote of its own.
