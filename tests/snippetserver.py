@@ -43,6 +43,21 @@ import torch  # noqa: F401  (the point of the server: imported once, before any 
 import torch._dynamo  # noqa: E402, F401
 
 
+def new_numpy_random_state() -> None:
+    """What a new interpreter's import of numpy does: draw its global random state from the OS.
+
+    numpy, which torch._dynamo imports, keeps that state across a fork (Python's ``random``
+    reseeds itself in a forked child), so each program's fork, and each rank's, calls this.
+    Not an ``os.register_at_fork`` hook: the forks a program makes itself (a DataLoader's
+    workers) keep numpy's state, as they do for a reader once ``numpy.random`` is imported.
+    (Known difference: numpy imports ``numpy.random`` lazily, and torch only through
+    torch._dynamo, so a program that forks before its first use of it gives each child a
+    state of its own in a new interpreter, and one shared state here.)
+    """
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
+
+
 def start_spawn_zygote() -> None:
     """Make every ``spawn`` process this program starts a fork of a clean, warm interpreter.
 
@@ -136,6 +151,7 @@ def _serve_as_zygote(listener_fd: int, alive_r: int, program: int) -> None:
             return program
 
         os.getppid = parent
+        new_numpy_random_state()
         prepare(data)
 
     spawn.prepare = prepare_rank
@@ -155,6 +171,7 @@ def run_child(request: dict) -> None:
     import traceback
 
     os.setpgid(0, 0)
+    new_numpy_random_state()
     os.chdir(request["cwd"])
     for fd, name, flags in (
         (0, os.devnull, os.O_RDONLY),

@@ -111,6 +111,15 @@ def test_the_checker_accepts_a_run_that_differs_in_the_last_digit():
 ISOLATION = FIXTURES / "isolation"
 
 
+def test_each_run_draws_its_own_numpy_random_state():
+    """As in new interpreters, two runs of an unseeded numpy draw differ (the server has numpy
+    imported; a fork would copy its random state)."""
+    draw = "import numpy\nprint(numpy.random.rand())\n"
+    runs = [snippetcheck.run_code(draw) for _ in range(2)]
+    assert all(r.returncode == 0 and not r.stderr for r in runs), runs
+    assert runs[0].stdout != runs[1].stdout, runs
+
+
 def test_a_snippet_cannot_leak_state_into_the_next():
     """Snippets run in forks of one warm interpreter: each starts from the same clean state."""
     first = snippetcheck.run_file(ISOLATION / "changes_state.py")
@@ -199,6 +208,8 @@ def test_a_spawned_process_starts_clean_and_sees_its_environment():
     assert [code for code, _ in rounds] == ["0", "1", "2", "3"], run.stdout
     seen = [dict(ast.literal_eval(report)) for _, report in rounds]
     parents = [s.pop("parent") for s in seen]
+    draws = [s.pop("numpy draws") for s in seen]
+    assert len(set(draws)) == 4, f"ranks drew the same numpy random numbers: {draws}"
     # The same environment, the same zygote; a changed one, a zygote of its own.
     assert parents[0] == parents[2] != parents[1] == parents[3], parents
     assert seen[0] == seen[2] == {**dict(clean), "forked from the program": False,
