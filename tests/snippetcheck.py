@@ -190,7 +190,7 @@ def run_file(
     leaves what the program left running alive, for a test of that to find (and to kill).
     """
     if os.environ.get("SNIPPETS_FRESH_INTERPRETER") == "1":
-        return _run_in_new_interpreter(path, timeout, args, variant)
+        return _run_in_new_interpreter(path, timeout, args, variant, reap=reap)
     with tempfile.TemporaryDirectory(prefix="snippet-") as cwd:
         work = Path(cwd, "cwd")
         work.mkdir()
@@ -294,7 +294,12 @@ def _run_in_new_interpreter(
     cwd: Path | None = None,
     stdout: Path | None = None,
     environ: dict[str, str | None] | None = None,
+    reap: bool = True,
 ) -> Run:
+    """``python path args...`` (or ``-m module``) as a new interpreter, bounded and reaped as
+    in the server: a session of its own, its group killed at the time limit, and, unless
+    ``reap`` is false, what it left running killed when it ends; output through files, so a
+    process it left behind holding them cannot stall the run."""
     start = time.perf_counter()
     target = ["-m", module] if module else [str(path)]
     env = snippet_env(variant)
@@ -303,26 +308,35 @@ def _run_in_new_interpreter(
             env.pop(name, None)
         else:
             env[name] = value
-    with tempfile.TemporaryDirectory(prefix="snippet-") as empty, contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(stdout, "wb")) if stdout else subprocess.PIPE
-        try:
-            proc = subprocess.run(
+    with (
+        tempfile.TemporaryDirectory(prefix="snippet-") as empty,
+        tempfile.TemporaryDirectory(prefix="output-") as d,
+    ):
+        out, err = stdout or Path(d, ".stdout"), Path(d, ".stderr")
+        with open(out, "wb") as out_file, open(err, "wb") as err_file:
+            proc = subprocess.Popen(
                 [sys.executable, *target, *(args or [])],
                 cwd=cwd or empty,
                 env=env,
-                stdout=out,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                timeout=timeout,
                 stdin=subprocess.DEVNULL,
+                stdout=out_file,
+                stderr=err_file,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired as exc:
-            def text(b):
-                return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+            try:
+                returncode = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            if returncode is None or reap:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            if returncode is None:
+                proc.wait()
 
-            return Run(None, text(exc.stdout), text(exc.stderr), time.perf_counter() - start)
-    return Run(proc.returncode, proc.stdout or "", proc.stderr, time.perf_counter() - start)
+        def text(p: Path) -> str:
+            return p.read_bytes().decode("utf-8", "replace")
+
+        return Run(returncode, "" if stdout else text(out), text(err), time.perf_counter() - start)
 
 
 LESSONRUN = Path(__file__).with_name("lessonrun.py")

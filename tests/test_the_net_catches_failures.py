@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,28 @@ def test_the_checker_accepts_a_run_that_differs_in_the_last_digit():
 
 
 ISOLATION = FIXTURES / "isolation"
+
+
+@pytest.mark.parametrize("end", ["ends", "hang"])
+def test_a_process_a_snippet_leaves_is_killed(end):
+    """What a program leaves running dies with it, at its end or at its time limit (the
+    server's process group; a new interpreter's session with SNIPPETS_FRESH_INTERPRETER=1)."""
+    run = snippetcheck.run_file(ISOLATION / "leaves_a_process.py", timeout=1, args=[end])
+    assert run.timed_out == (end == "hang") and not run.stderr, run.stderr
+    left = int(run.stdout)
+    deadline = time.monotonic() + 5
+    while alive(left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(left), f"the process the snippet started ({left}) is still running"
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed but not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_each_run_draws_its_own_numpy_random_state():
