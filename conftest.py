@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -93,7 +94,31 @@ def touches(item, changed: set[Path]) -> bool:
         return False
     for snippet in snippets:
         files |= {snippet.resolve(), snippet.with_suffix(".out").resolve()}
+        files |= local_imports(snippet.resolve())
     return bool(files & changed)
+
+
+@functools.cache
+def local_imports(path: Path) -> frozenset[Path]:
+    """The modules beside ``path`` that it imports (``from launch import launch`` imports
+    ``launch.py`` of the snippet's folder), and theirs: a change to one reruns its users."""
+    found: set[Path] = set()
+    todo = [path]
+    while todo:
+        try:
+            tree = ast.parse(todo.pop().read_text(encoding="utf-8"))
+        except (OSError, SyntaxError):
+            continue
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        names |= {node.module for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        for name in names:
+            module = path.with_name(name.split(".")[0] + ".py")
+            if module.is_file() and module != path and module not in found:
+                found.add(module)
+                todo.append(module)
+    return frozenset(found)
 
 
 def pytest_collection_modifyitems(config, items):

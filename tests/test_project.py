@@ -91,3 +91,20 @@ def test_pages_workflow_tests_then_publishes_with_least_privilege():
     assert any(s.get("id") == "pages" and s["uses"].startswith("actions/configure-pages")
                for s in builder["steps"])
     assert "!ENV [SITE_URL" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def test_changed_reruns_the_users_of_a_changed_helper(tmp_path):
+    """``--changed`` reruns a snippet when a module beside it that it imports changed (the
+    distributed snippets import ``launch.py``), through imports of imports, cycles included."""
+    import snippetcheck
+
+    import conftest
+
+    users = [s for s in snippetcheck.discover() if "from launch import" in s.read_text("utf-8")]
+    assert users
+    for snippet in users:
+        assert conftest.local_imports(snippet.resolve()) == {snippet.with_name("launch.py")}
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("import a\nfrom c import x\nimport os\n")
+    (tmp_path / "c.py").write_text("x = 1\n")
+    assert conftest.local_imports(tmp_path / "a.py") == {tmp_path / "b.py", tmp_path / "c.py"}
