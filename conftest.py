@@ -49,8 +49,9 @@ def pytest_addoption(parser):
     parser.addoption(
         "--changed",
         action="store_true",
-        help="run only the page fences and snippet tests whose page, snippet or stored output "
-        "differs from git HEAD (uncommitted and untracked files): the writer's inner loop",
+        help="run only the page fences and snippet tests whose page, snippet, stored output or "
+        "a module beside the snippet that it imports differs from git HEAD (uncommitted and "
+        "untracked files): the writer's inner loop",
     )
 
 
