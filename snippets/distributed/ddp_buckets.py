@@ -32,6 +32,7 @@ if __name__ == "__main__":
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
+import gc
 import os
 import sys
 import tempfile
@@ -126,5 +127,6 @@ try:
     assert sizes(mlp(), steps=3, bucket_cap_mb_list=[1e-6]) == [four] * 3
     assert sizes(mlp(), steps=3, static_graph=True) == [one, one, four]
 finally:
+    gc.collect()  # (6)!
     dist.destroy_process_group()
 # --8<-- [end:proof]

@@ -31,6 +31,8 @@ if __name__ == "__main__":
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
+import gc
+
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
@@ -80,5 +82,7 @@ try:
         loss.backward()
     assert calls == [1]
 finally:
+    ddp = outside = None
+    gc.collect()  # (6)!
     dist.destroy_process_group()
 # --8<-- [end:proof]

@@ -32,6 +32,8 @@ if __name__ == "__main__":
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
+import gc
+
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
@@ -70,5 +72,7 @@ try:
         parameter_penalty_loss(ddp, batch).backward()
     assert calls == [1]
 finally:
+    ddp = None
+    gc.collect()  # (4)!
     dist.destroy_process_group()
 # --8<-- [end:proof]

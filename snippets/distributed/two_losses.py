@@ -32,6 +32,8 @@ if __name__ == "__main__":
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
+import gc
+
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
@@ -92,5 +94,7 @@ try:
             loss2.backward()
             assert calls == [4]
 finally:
+    ddp = None
+    gc.collect()  # (6)!
     dist.destroy_process_group()
 # --8<-- [end:proof]
