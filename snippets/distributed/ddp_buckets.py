@@ -128,5 +128,6 @@ try:
     assert sizes(mlp(), steps=3, static_graph=True) == [one, one, four]
 finally:
     gc.collect()  # (6)!
+    assert not [o for o in gc.get_objects() if type(o) is DDP]
     dist.destroy_process_group()
 # --8<-- [end:proof]

@@ -74,5 +74,6 @@ try:
 finally:
     ddp = None
     gc.collect()  # (4)!
+    assert not [o for o in gc.get_objects() if type(o) is DDP]
     dist.destroy_process_group()
 # --8<-- [end:proof]
