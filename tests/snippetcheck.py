@@ -239,6 +239,15 @@ def run_torchrun(
     return run
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has exited)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
 def kill_processes_in(directory: Path) -> list[int]:
     """SIGKILL every process whose working directory is ``directory``; their pids. (A process
     that changed its directory is not found.)
@@ -279,10 +288,8 @@ def _run_in_server(
         }
         reply = _Server.run(request, variant)
 
-        def text(p: Path) -> str:
-            return p.read_bytes().decode("utf-8", "replace") if p.exists() else ""
-
-        return Run(reply["returncode"], "" if stdout else text(out), text(err), reply["seconds"])
+        stdout_text = "" if stdout else _read_output(out)
+        return Run(reply["returncode"], stdout_text, _read_output(err), reply["seconds"])
 
 
 def _run_in_new_interpreter(
@@ -333,10 +340,13 @@ def _run_in_new_interpreter(
             if returncode is None:
                 proc.wait()
 
-        def text(p: Path) -> str:
-            return p.read_bytes().decode("utf-8", "replace")
+        stdout_text = "" if stdout else _read_output(out)
+        return Run(returncode, stdout_text, _read_output(err), time.perf_counter() - start)
 
-        return Run(returncode, "" if stdout else text(out), text(err), time.perf_counter() - start)
+
+def _read_output(path: Path) -> str:
+    """What a run wrote to ``path`` (nothing, if it never opened it)."""
+    return path.read_bytes().decode("utf-8", "replace") if path.exists() else ""
 
 
 LESSONRUN = Path(__file__).with_name("lessonrun.py")

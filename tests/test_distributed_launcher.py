@@ -58,14 +58,6 @@ def write_program(tmp_path: Path, body: str, limit: float) -> Path:
     return path
 
 
-def alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status  # a zombie has exited
-
-
 def rank_pids(tmp_path: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(tmp_path.glob("rank*.pid")) if p.read_text()]
 
@@ -88,7 +80,7 @@ def leftovers(tmp_path):
     """After the test: kill any rank still running, so a failing test leaks nothing."""
     yield
     for pid in rank_pids(tmp_path):
-        if alive(pid):
+        if snippetcheck.alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -100,7 +92,7 @@ def test_a_healthy_run_exits_zero(tmp_path, leftovers):
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.split("\n")) == ["", "rank 0 done", "rank 1 done"]
     assert proc.stderr == ""
-    assert len(rank_pids(tmp_path)) == 2 and not any(map(alive, rank_pids(tmp_path)))
+    assert len(rank_pids(tmp_path)) == 2 and not any(map(snippetcheck.alive, rank_pids(tmp_path)))
 
 
 def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path, leftovers):
@@ -116,7 +108,7 @@ def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path, lef
     # Which rank exits first varies: rank 0's barrier fails as soon as rank 1 is gone.
     assert seconds < 60, f"the failure took {seconds:.0f} s to surface"
     pids = rank_pids(tmp_path)
-    assert len(pids) == 2 and not any(map(alive, pids))
+    assert len(pids) == 2 and not any(map(snippetcheck.alive, pids))
 
 
 def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path, leftovers):
@@ -131,7 +123,7 @@ def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path, leftovers):
     assert f"ranks still running after {limit} s" in proc.stderr
     assert limit <= seconds < limit + 30
     pids = rank_pids(tmp_path)
-    assert len(pids) == 2 and not any(map(alive, pids))
+    assert len(pids) == 2 and not any(map(snippetcheck.alive, pids))
 
 
 def parent_pid(pid: int) -> int:
@@ -159,14 +151,14 @@ def test_ranks_do_not_outlive_a_killed_launcher(tmp_path, leftovers):
             assert parents == {launcher}, f"the ranks' parents {parents}, not the launcher"
         finally:  # the launcher, whatever happened: a failed test need not wait for its limit
             written = pid_file.read_text() if pid_file.exists() else ""
-            if written and alive(int(written)):
+            if written and snippetcheck.alive(int(written)):
                 os.kill(int(written), signal.SIGKILL)
         proc, _ = launched.result()
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr)
     deadline = time.monotonic() + 15
-    while any(map(alive, pids)) and time.monotonic() < deadline:
+    while any(map(snippetcheck.alive, pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(map(alive, pids))
+    assert not any(map(snippetcheck.alive, pids))
 
 
 def test_the_same_snippet_runs_under_torchrun(tmp_path):

@@ -120,18 +120,9 @@ def test_a_process_a_snippet_leaves_is_killed(end):
     assert run.timed_out == (end == "hang") and not run.stderr, run.stderr
     left = int(run.stdout)
     deadline = time.monotonic() + 5
-    while alive(left) and time.monotonic() < deadline:
+    while snippetcheck.alive(left) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(left), f"the process the snippet started ({left}) is still running"
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed but not yet reaped by its new parent, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not snippetcheck.alive(left), f"the process the snippet started ({left}) still runs"
 
 
 def test_each_run_draws_its_own_numpy_random_state():
