@@ -5,12 +5,14 @@ beside full-width punctuation; the spacing between Chinese and Latin text follow
 convention, checked by autocorrect (the linter common in Chinese technical docs, through its
 Python binding autocorrect-py, configured in ``.autocorrectrc``); an error message quoted in the
 prose is a code span, never “…” or "…"; each concept has one Chinese term, the glossary's, and
-the glossary is sorted by its first column.
+the glossary is sorted by its first column. No Chinese paragraph runs past 250 characters
+(issue 29: a native reader loses the thread of a longer one; split near 200 hanzi).
 """
 
 from __future__ import annotations
 
 import re
+from html import unescape
 from pathlib import Path
 
 import autocorrect_py
@@ -208,3 +210,45 @@ def test_note_references_say_whose_note(md):
     text = md.read_text(encoding="utf-8")
     bare = [text[max(0, m.start() - 12) : m.end()] for m in BARE_NOTE.finditer(text)]
     assert not bare, f"write 「示例的注 N」 or 「验证代码的注 N」: {bare}"
+
+
+# A paragraph of a Chinese page, quotes, code blocks and tables aside, is at most this many
+# characters as the reader sees them (inline code counted). Paragraphs without hanzi (the API
+# page's docstrings, English by design) are not measured.
+PARAGRAPH_LIMIT = 250
+NOT_PROSE = re.compile(
+    r"<pre.*?</pre>|<script.*?</script>|<svg.*?</svg>|<table.*?</table>"
+    r"|<blockquote.*?</blockquote>",
+    re.S,
+)
+
+
+def long_paragraphs(html: str, limit: int = PARAGRAPH_LIMIT) -> list[str]:
+    """The Chinese paragraphs (and list items, headings, captions) of a built page over limit."""
+    html = re.search(r'<article class="md-content__inner.*?</article>', html, re.S).group(0)
+    html = BLOCK_TAG.sub("\x00", NOT_PROSE.sub("\x00", html))
+    text = unescape(re.sub(r"<[^>]+>", "", html))
+    blocks = (re.sub(r"\s+", " ", b).strip() for b in text.split("\x00"))
+    return [b for b in blocks if len(b) > limit and HANZI.search(b)]
+
+
+def test_long_paragraphs_are_found():
+    long = "长" * 251
+    html = (
+        f'<article class="md-content__inner"><p>{"短" * 250}</p><p>{long[:200]}<code>'
+        f"{long[200:]}</code></p><li>{long}<ul><li>短</li></ul></li><table><tr><td>{long}"
+        f"</td></tr></table><blockquote><p>{long}</p></blockquote><pre>{long}</pre>"
+        f"<p>{'a' * 300}</p></article>"
+    )
+    assert long_paragraphs(html) == [long, long]
+
+
+def test_chinese_paragraphs_are_short(built_site):
+    offenders = {}
+    for page in built_zh_pages(built_site):
+        long = long_paragraphs(page.read_text(encoding="utf-8"))
+        if long:
+            offenders[str(page.relative_to(built_site.path))] = [
+                f"{len(p)} chars: {p[:40]}…" for p in long
+            ]
+    assert not offenders, f"split these near 200 hanzi: {offenders}"
