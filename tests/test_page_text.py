@@ -35,6 +35,9 @@ NOT_THE_GLOSSARY_TERM = {
     "截断的 BPTT": "截断 BPTT",
     "审计": "检查",
     "边运行边定义": "动态图",
+    "身后": "背后",
+    "批量大小": "批大小",
+    "我们": "本站",
 }
 
 
@@ -154,6 +157,8 @@ def test_error_messages_are_code_spans(built_site):
 @pytest.mark.parametrize("md", ZH_PAGES, ids=_id)
 def test_one_term_per_concept(md):
     text = md.read_text(encoding="utf-8")
+    # The glossary names the terms it rules out: 不说“身后”或“上游”.
+    text = re.sub(r"(?:不说|不写)“[^”]*”(?:或“[^”]*”)*", "", text)
     used = {t: g for t, g in NOT_THE_GLOSSARY_TERM.items() if t in text}
     assert not used, f"use the glossary's terms: {used}"
 
