@@ -449,9 +449,20 @@ def switch_target(tab: Tab, lang: str) -> str:
     return stopped.value.url.removeprefix(tab.base).split("#")[0].split("?")[0]
 
 
+# Hanzi set in italic (Material sets figure captions italic): CJK has no italic.
+ITALIC_HANZI_JS = """() => [...document.querySelectorAll('article *')]
+    .filter(el => [...el.childNodes].some(
+        n => n.nodeType === Node.TEXT_NODE && /[\\u4e00-\\u9fff]/.test(n.textContent))
+        && getComputedStyle(el).fontStyle !== 'normal')
+    .map(el => `${el.tagName.toLowerCase()} in italic: ${el.textContent.trim().slice(0, 30)}`)"""
+
+
 def page_problems(tab: Tab, pair, lang: str, width: int) -> list[str]:
-    """What is wrong with the page the tab shows at ``width`` px: its figures, copy buttons."""
+    """What is wrong with the page the tab shows at ``width`` px: its figures, copy buttons,
+    and on a Chinese page, any hanzi set in italic."""
     checks = figure_problems(tab.page) + copy_problems(tab.page, pair.md_for(lang))
+    if lang == "zh":
+        checks += tab.page.evaluate(ITALIC_HANZI_JS)
     return [f"/{pair.url(lang)} at {width} px: {p}" for p in tab.problems + checks]
 
 
