@@ -257,3 +257,44 @@ def test_chinese_paragraphs_are_short(built_site):
                 f"{len(p)} chars: {p[:40]}…" for p in long
             ]
     assert not offenders, f"split these near 200 hanzi: {offenders}"
+
+
+# A code block longer than this is folded (in a collapsed ??? block) on every page: a reader
+# scrolling past 110 lines of a helper module loses the page (issue 29).
+MAX_UNFOLDED_CODE_LINES = 45
+
+
+def unfolded_long_code(html: str, limit: int = MAX_UNFOLDED_CODE_LINES) -> list[str]:
+    """The first line of each code block outside every <details> with more than limit lines."""
+    article = re.search(r'<article class="md-content__inner.*?</article>', html, re.S).group(0)
+    shown, depth, start = [], 0, 0
+    for tag in re.finditer(r"<details\b|</details>", article):
+        if tag.group(0) != "</details>":
+            if depth == 0:
+                shown.append(article[start : tag.start()])
+            depth += 1
+        else:
+            depth -= 1
+            start = tag.end() if depth == 0 else start
+    shown.append(article[start:] if depth == 0 else "")
+    blocks = re.findall(r"<pre.*?</pre>", "".join(shown), re.S)
+    texts = [unescape(re.sub(r"<[^>]+>", "", b)).strip("\n") for b in blocks]
+    return [t.splitlines()[0] for t in texts if t.count("\n") + 1 > limit]
+
+
+def test_unfolded_long_code_is_found():
+    long = "<pre>" + "\n".join(f"line {i}" for i in range(46)) + "</pre>"
+    html = (
+        f'<article class="md-content__inner"><pre>a\nb</pre>{long}<details><summary>s</summary>'
+        f"<details>{long}</details>{long}</details></article>"
+    )
+    assert unfolded_long_code(html) == ["line 0"]
+
+
+def test_long_code_blocks_are_folded(built_site):
+    offenders = {}
+    for page in sorted(built_site.path.rglob("index.html")):
+        html = page.read_text(encoding="utf-8")
+        if 'class="md-content__inner' in html and (long := unfolded_long_code(html)):
+            offenders[str(page.relative_to(built_site.path))] = long
+    assert not offenders, f"fold code over {MAX_UNFOLDED_CODE_LINES} lines in ???: {offenders}"
