@@ -148,11 +148,23 @@ def docstring_fences(package: Path = PACKAGE) -> list[Fence]:
 DOCUMENTED = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
+# The Chinese API page renders the signatures without the docstrings' English text and the
+# English comments of its examples; the English page renders (and the suite runs) them.
+NO_DESCRIPTIONS = re.compile(r"^[ \t]+show_docstring_description:[ \t]*false\b", re.M)
+
+
+def renders_docstrings(md: Path) -> bool:
+    """Whether a page renders the docstrings' text: ``::: retaincheck`` without
+    ``show_docstring_description: false``."""
+    text = md.read_text(encoding="utf-8")
+    return bool(AUTODOC.search(text)) and not NO_DESCRIPTIONS.search(text)
+
+
 def rendered_fences(md: Path) -> list[Fence]:
-    """The fences a page renders: its own, and on a page generated from the package's
+    """The fences a page renders: its own, and on a page that renders the package's
     docstrings (``::: retaincheck``), the docstrings' fences after them."""
     own = fences_in(md)
-    if AUTODOC.search(md.read_text(encoding="utf-8")):
+    if renders_docstrings(md):
         own += docstring_fences()
     return own
 

@@ -100,7 +100,7 @@ def test_plugin_runs_every_python_block_mkdocs_renders(md, built_site):
     rendered = Counter(LANG_CLASS.findall(html))
     python_rendered = sum(n for lang, n in rendered.items() if lang in mdfences.PYTHON_LANGS)
     collected = len(collected_by_the_plugin(md))
-    if mdfences.AUTODOC.search(md.read_text(encoding="utf-8")):
+    if mdfences.renders_docstrings(md):
         collected += len(docstring_tests_collected_by_the_plugin())
     assert python_rendered == collected, (
         f"{md.name}: MkDocs renders {python_rendered} Python blocks, pytest-markdown-docs "
