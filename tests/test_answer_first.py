@@ -111,7 +111,11 @@ def typed(tab: Tab, root: str, query: str) -> tuple[str, list[str]]:  # noqa: F8
         tab.page.keyboard.press("/")
         tab.page.fill("input.md-search__input", query)
         tab.page.press("input.md-search__input", "End")
-        tab.page.wait_for_selector(".search-hint:not([hidden])")
+        try:
+            tab.page.wait_for_selector(".search-hint:not([hidden])", timeout=5000)
+        except Exception:
+            meta = tab.page.inner_text(".md-search-result__meta")
+            raise AssertionError(f"/{root}: {query!r} shows no hint, only {meta!r}") from None
         return (tab.page.inner_text(".search-hint"),
                 tab.page.eval_on_selector_all(".search-hint a", "els => els.map(a => a.href)"))
     finally:
