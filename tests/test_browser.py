@@ -7,6 +7,11 @@ host is recorded as a failure and aborted, so the site is proven to work with no
 Without Chromium or Playwright these tests skip, saying why; under ``CI=true`` that is a
 failure instead. Run them alone with ``python -m pytest -m browser``. Screenshots of the
 home page (both languages, light and dark) are written to ``test-artifacts/``.
+
+The last two parts check that readers reach the answer: the site's own search on the query set
+of ``tests/data/search_queries.py`` (top-1 and top-3 printed with ``-s``), the home page's
+first screen, the guide pages' short answers, the language switch's anchor, and the hints of a
+search in the other language.
 """
 
 from __future__ import annotations
