@@ -59,7 +59,7 @@ SEARCH_CONFIG = {
     "zh": {
         "lang": ["en", "zh"],
         "separator": "[\\s\\u200b\\u3000、。，．？！；" + CODE_SEPARATORS,
-        "pipeline": ["stemmer"],
+        "pipeline": ["stopWordFilter"],
     },
 }
 BASE = re.compile(r'("base":\s*")([^"]*)(")')

@@ -7,6 +7,11 @@ host is recorded as a failure and aborted, so the site is proven to work with no
 Without Chromium or Playwright these tests skip, saying why; under ``CI=true`` that is a
 failure instead. Run them alone with ``python -m pytest -m browser``. Screenshots of the
 home page (both languages, light and dark) are written to ``test-artifacts/``.
+
+The last two parts check that readers reach the answer: the site's own search on the query set
+of ``tests/data/search_queries.py`` (top-1 and top-3 printed with ``-s``), the home page's
+first screen, the guide pages' short answers, the language switch's anchor, and the hints of a
+search in the other language.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import textwrap
 from itertools import zip_longest
 from pathlib import Path
@@ -24,6 +30,9 @@ import pytest
 import siteserver
 
 import conftest
+
+sys.path.insert(0, str(Path(__file__).parent / "data"))
+from search_queries import QUERIES  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -605,3 +614,263 @@ def test_site_is_served_under_a_sub_path_like_github_pages(served_site):
     """Every test here runs against the site at /retain-graph/, as GitHub Pages serves a
     project site: a link or script that assumed the host's root would fail them."""
     assert urlsplit(served_site).path == "/" + conftest.SUB_PATH
+
+
+# --- A pasted error or a question finds its answer ----------------------------------------
+#
+# A pasted error or a reader's question finds its answer through the site's own search.
+#
+# The queries and the sections that answer them are in ``tests/data/search_queries.py``. They
+# are asked of the search a reader's browser runs: Material's search worker, with the language
+# root's own index, in Chromium. Most are sent to that worker (the same script, the same index,
+# the same messages Material's search box sends) from one page load per language; a few are
+# typed into the search box, and what the box shows first must be what the worker ranked first,
+# so the two cannot drift apart. The first result is the one Enter opens: the best-scored
+# section of the first page listed.
+#
+# Asserts: the answering section is the first result for at least 90 % of the queries and among
+# the first three for every query. The figures are printed (``-s``) per language.
+
+TOP1_GOAL = 0.90
+
+# Material's worker protocol (integrations/search/worker/message): 0 SETUP, 1 READY, 2 QUERY,
+# 3 RESULT. Each result item is one page's documents, best first; returns, per query, the best
+# document of each of the first ``depth`` pages, relative to the language root.
+ASK_WORKER_JS = """
+async ([queries, depth]) => {
+  const config = JSON.parse(document.getElementById('__config').textContent);
+  const base = new URL(config.base.replace(/\\/?$/, '/'), location.href);
+  const index = await (await fetch(new URL('search/search_index.json', base))).json();
+  const worker = new Worker(new URL(config.search, location.href));
+  const next = () => new Promise(resolve =>
+    worker.addEventListener('message', e => resolve(e.data), {once: true}));
+  worker.postMessage({type: 0, data: {config: index.config, docs: index.docs,
+                                      options: {suggest: false}}});
+  if ((await next()).type !== 1) throw new Error('the search worker did not get ready');
+  const out = [];
+  for (const q of queries) {
+    worker.postMessage({type: 2, data: q});
+    const result = await next();
+    out.push(result.data.items.slice(0, depth).map(group => group[0].location));
+  }
+  worker.terminate();
+  return {answers: out, size: JSON.stringify(index).length};
+}
+"""
+
+# One query per language typed into the box, as a reader does.
+TYPED = {"en": "Trying to backward through the graph a second time", "zh": "第二次反向传播"}
+
+
+def root(lang: str) -> str:
+    return "" if lang == "en" else "zh/"
+
+
+def ask_worker(tb: Tab, lang: str, queries: list[str], depth: int = 3) -> list[list[str]]:
+    tb.real_search_index = True
+    try:
+        tb.visit(root(lang))
+        return tb.page.evaluate(ASK_WORKER_JS, [queries, depth])["answers"]
+    finally:
+        tb.real_search_index = False
+
+
+def typed_first_result(tb: Tab, lang: str, query: str) -> str:
+    """Type ``query`` into the search box; where Enter would take the reader (Material's rule:
+    the best-scored link of the first result)."""
+    page = tb.page
+    tb.real_search_index = True
+    try:
+        tb.visit(root(lang))
+        page.keyboard.press("/")
+        page.fill("input.md-search__input", query)
+        page.press("input.md-search__input", "End")
+        page.wait_for_selector(".md-search-result__item")
+        best = page.eval_on_selector_all(
+            ".md-search-result__item:first-child [href]",
+            """els => els.map(a => [a.href, parseFloat(a.firstElementChild
+                                                       .getAttribute('data-md-score'))])
+                        .sort((a, b) => b[1] - a[1])[0][0]""",
+        )
+    finally:
+        tb.real_search_index = False
+    path, _, anchor = best.removeprefix(tb.base + root(lang)).partition("#")
+    return path.split("?")[0] + ("#" + anchor if anchor else "")  # ?h=: the words highlighted
+
+
+def figures(lang: str, results: list[list[str]]) -> tuple[int, int, int, list[str]]:
+    queries = [(q, answers) for qlang, q, answers in QUERIES if qlang == lang]
+    top1 = top3 = 0
+    misses = []
+    for (query, answers), found in zip(queries, results, strict=True):
+        rank = next((i for i, loc in enumerate(found) if loc in answers), None)
+        top1 += rank == 0
+        top3 += rank is not None
+        if rank != 0:
+            misses.append(f"[{lang}] {query[:70]!r}: rank {rank if rank is None else rank + 1}, "
+                          f"got {found}, wanted {answers}")
+    return top1, top3, len(queries), misses
+
+
+def test_pasted_errors_and_questions_find_their_answer(tab):
+    total1 = total3 = count = 0
+    misses = []
+    for lang in ("en", "zh"):
+        queries = [q for qlang, q, _ in QUERIES if qlang == lang]
+        top1, top3, n, missed = figures(lang, ask_worker(tab, lang, queries))
+        print(f"\nsearch /{root(lang)}: top-1 {top1}/{n} ({top1 / n:.0%}), "
+              f"top-3 {top3}/{n} ({top3 / n:.0%})")
+        total1, total3, count = total1 + top1, total3 + top3, count + n
+        misses += missed
+    print(f"search, both roots: top-1 {total1}/{count} ({total1 / count:.0%}), "
+          f"top-3 {total3}/{count}")
+    print("\n".join(misses))
+    not_in_top3 = [m for m in misses if ": rank None," in m]
+    assert not not_in_top3, "not among the first three results:\n" + "\n".join(not_in_top3)
+    assert total1 >= TOP1_GOAL * count, f"top-1 {total1}/{count} is under {TOP1_GOAL:.0%}"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_search_box_shows_what_the_worker_ranks_first(tab, lang):
+    """What a reader typing into the box gets first is what the worker harness measured."""
+    query = TYPED[lang]
+    assert any(q == query for qlang, q, _ in QUERIES if qlang == lang)
+    [worker_first] = ask_worker(tab, lang, [query], depth=1)
+    typed = typed_first_result(tab, lang, query)
+    assert typed == worker_first[0], (typed, worker_first)
+
+
+# --- The answer first ------------------------------------------------------------------
+#
+# The reader gets the answer first: on the home page's first screen, at the top of each guide
+# page, across a language switch, and from a search typed in the other language.
+#
+# In the same Chromium as tests/test_browser.py (its ``tab``: one tab, reused).
+
+PHONE_SCREEN = {"width": 390, "height": 844}
+
+# What to write instead of retain_graph=True, each linked from the home page's first screen.
+DECISION = [
+    "guide/alternatives/#sum-the-losses",
+    "guide/when-you-need-it/#truncated-bptt",
+    "#you-usually-do-not-need-it",
+    "guide/alternatives/#checkpoint",
+    "guide/when-you-need-it/#summary",
+]
+
+# Where each link of the article's first screen leads, and where "How this site is checked"
+# begins, relative to the top of the page (the window is at the top).
+FIRST_SCREEN_JS = """
+() => {
+  const article = document.querySelector('article.md-content__inner');
+  const links = Array.from(article.querySelectorAll('a[href]'))
+    .filter(a => a.getBoundingClientRect().bottom <= innerHeight
+                 && a.getBoundingClientRect().width > 0)
+    .map(a => a.href);
+  const checked = document.getElementById('how-it-is-checked').getBoundingClientRect().top;
+  return {links, checked};
+}
+"""
+
+
+@pytest.mark.parametrize("screen", [DESKTOP, PHONE_SCREEN], ids=["1280x800", "390x844"])
+@pytest.mark.parametrize("lang", siteserver.LANGS)
+def test_the_home_pages_first_screen_gives_the_decision(tab, lang, screen):
+    root = "" if lang == "en" else "zh/"
+    tab.page.set_viewport_size(screen)
+    try:
+        tab.visit(root)
+        seen = tab.page.evaluate(FIRST_SCREEN_JS)
+    finally:
+        tab.page.set_viewport_size(DESKTOP)
+    on_screen = {href.removeprefix(tab.base + root) for href in seen["links"]}
+    missing = [target for target in DECISION if target not in on_screen]
+    assert not missing, f"/{root} at {screen}: not on the first screen: {missing}"
+    assert seen["checked"] > screen["height"], "how the site is checked comes before the answer"
+
+
+SHORT_ANSWERS = {"summary", "decision-table", "at-a-glance"}
+HEADING = re.compile(r"^## .*\{ #([\w-]+) \}", re.M)
+
+
+@pytest.mark.parametrize(
+    "md", sorted((mdfences.DOCS_DIR / "guide").glob("*.md")), ids=lambda p: p.name)
+def test_every_guide_page_opens_with_its_short_answer(md):
+    """The first section of a guide page is its short answer (In short, Which one to use, At a
+    glance), or the page's opening text holds it: the troubleshooting table."""
+    text = md.read_text(encoding="utf-8")
+    first = HEADING.search(text)
+    opening = text[: first.start()] if first else text
+    assert (first and first[1] in SHORT_ANSWERS) or "| --- |" in opening, (
+        f"{md.name}: the first section is #{first[1] if first else None}, not a short answer"
+    )
+
+
+# A reader who scrolled to a section switches language, and back.
+SWITCHES = [("guide/when-you-need-it/", "gan-done-right", "zh"),
+            ("zh/guide/alternatives/", "detach", "en")]
+
+
+def switch_from_section(tab: Tab, url: str, anchor: str, lang: str) -> str:
+    """Scroll the page to ``anchor`` as a reader does (no anchor in the URL), switch language
+    with the menu's link, and return where the new page's URL and window are."""
+    tab.visit(url)
+    tab.page.evaluate(
+        "id => { document.getElementById(id).scrollIntoView(); scrollBy(0, 100); }", anchor)
+    wait_for_switcher(tab)
+    target = "zh/" + url if lang == "zh" else url.removeprefix("zh/")
+    tab.page.dispatch_event(f"a.md-select__link[hreflang={lang}]", "click")
+    tab.page.wait_for_url(tab.base + target + "*", wait_until="load")
+    return tab.page.url.removeprefix(tab.base)
+
+
+@pytest.mark.parametrize(("url", "anchor", "lang"), SWITCHES, ids=["en-to-zh", "zh-to-en"])
+def test_the_language_switch_keeps_the_readers_section(tab, url, anchor, lang):
+    landed = switch_from_section(tab, url, anchor, lang)
+    assert landed.endswith("#" + anchor), f"from #{anchor} of /{url}, the switch led to /{landed}"
+    top = tab.page.evaluate(f"document.getElementById('{anchor}').getBoundingClientRect().top")
+    assert 0 <= top < 200, f"/{landed}: the section is not at the top of the window ({top} px)"
+    assert not tab.problems, tab.problems
+
+
+def typed(tab: Tab, root: str, query: str) -> tuple[str, list[str]]:
+    """Type ``query`` into the search of ``root``; the hint shown, and the links in it."""
+    tab.real_search_index = True
+    try:
+        tab.visit(root)
+        tab.page.keyboard.press("/")
+        tab.page.fill("input.md-search__input", query)
+        tab.page.press("input.md-search__input", "End")
+        try:
+            tab.page.wait_for_selector(".search-hint:not([hidden])", timeout=5000)
+        except Exception:
+            meta = tab.page.inner_text(".md-search-result__meta")
+            raise AssertionError(f"/{root}: {query!r} shows no hint, only {meta!r}") from None
+        return (tab.page.inner_text(".search-hint"),
+                tab.page.eval_on_selector_all(".search-hint a", "els => els.map(a => a.href)"))
+    finally:
+        tab.real_search_index = False
+
+
+def test_a_chinese_query_on_the_english_site_is_sent_to_the_chinese_search(tab):
+    hint, links = typed(tab, "", "第二次反向传播")
+    assert "No matching documents" not in hint
+    chinese = [href for href in links if href.startswith(tab.base + "zh/?q=")]
+    assert chinese, f"no link to the Chinese search in the hint {hint!r}: {links}"
+    tab.real_search_index = True
+    try:
+        tab.visit(chinese[0].removeprefix(tab.base))
+        tab.page.wait_for_selector(".md-search-result__item")
+        first = tab.page.eval_on_selector_all(
+            ".md-search-result__item [href]", "els => els.slice(0, 6).map(a => a.href)")
+    finally:
+        tab.real_search_index = False
+    assert any("guide/troubleshooting/" in href and "#backward-second-time" in href
+               for href in first), first
+
+
+@pytest.mark.parametrize(("root", "other"), [("", "zh/"), ("zh/", "")], ids=["en", "zh"])
+def test_a_query_that_finds_nothing_says_where_to_look(tab, root, other):
+    hint, links = typed(tab, root, "qwzxv")
+    paths = {href.removeprefix(tab.base).split("?")[0] for href in links}
+    assert paths == {root + "guide/troubleshooting/", other}, (hint, links)
