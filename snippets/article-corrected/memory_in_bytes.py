@@ -119,7 +119,7 @@ class Triple(torch.autograd.Function):  # (7)!
 
     @staticmethod
     def backward(ctx, grad):
-        ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return 3 * grad
 
 
@@ -127,7 +127,7 @@ out = Triple.apply(torch.randn(1000, requires_grad=True))
 kept = weakref.ref(out.grad_fn.kept)
 out.sum().backward()
 try:
-    out.grad_fn.saved_tensors
+    _ = out.grad_fn.saved_tensors
     raise AssertionError("backward should have freed what save_for_backward saved")
 except RuntimeError as error:
     assert "backward through the graph a second time" in str(error)

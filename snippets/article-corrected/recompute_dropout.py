@@ -89,7 +89,7 @@ class FakeDeviceModule:  # (5)!
 
 for kind in ("cuda", "mps", "xpu"):
     fake, gpu = FakeDeviceModule(), torch.device(kind, 0)
-    with unittest.mock.patch.object(torch, "get_device_module", lambda name: fake):
+    with unittest.mock.patch.object(torch, "get_device_module", lambda name, fake=fake: fake):
         with torch.random.fork_rng(devices=[gpu], device_type=kind):
             pass
         assert fake.calls == [("get", gpu), ("set", gpu)]
