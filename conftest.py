@@ -47,6 +47,12 @@ def pytest_addoption(parser):
         "tests/test_links.py checks in-process; about 10 s of CPU)",
     )
     parser.addoption(
+        "--inductor",
+        action="store_true",
+        help="also run the with-other-features page's Inductor claims (tests/test_inductor.py: "
+        "new interpreters that compile with Inductor; about 2 minutes, needs g++)",
+    )
+    parser.addoption(
         "--changed",
         action="store_true",
         help="run only the page fences and snippet tests whose page, snippet, stored output or "
@@ -67,6 +73,11 @@ OPT_IN = {
         "--linkchecker",
         "linkchecker's crawl of the served site",
         "python -m pytest tests/test_links.py --linkchecker -m linkchecker",
+    ),
+    "inductor": (
+        "--inductor",
+        "the with-other-features page's Inductor claims (compiles with Inductor, needs g++)",
+        "python -m pytest tests/test_inductor.py --inductor -m inductor",
     ),
 }
 

@@ -95,4 +95,17 @@ except CheckpointError as error:
     refused = str(error)
 assert "Recomputed values for the following tensors have different metadata" in refused
 assert "'shape': torch.Size([8])" in refused and "'shape': torch.Size([0])" in refused
+
+dropout = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5))
+
+
+def dropout_grad(preserve_rng_state):  # (6)!
+    dropout.zero_grad()
+    torch.manual_seed(1)
+    out = checkpoint(dropout, x, use_reentrant=False, preserve_rng_state=preserve_rng_state)
+    out.sum().backward()
+    return dropout[0].weight.grad.clone()
+
+
+assert not torch.allclose(dropout_grad(True), dropout_grad(False))
 # --8<-- [end:proof]

@@ -32,6 +32,9 @@ print("nodes shared:", {type(n).__name__ for n in new & old})
 
 
 # --8<-- [start:proof]
+from torch.nn.utils import parametrize
+
+
 def article_example():  # (1)!
     torch.manual_seed(0)
     net = Net()
@@ -78,4 +81,23 @@ except RuntimeError as error:
 else:
     raise AssertionError("a forward pass from the old graph's hidden should walk back into it")
 criterion(net.fc2(hidden.detach()), labels).backward()
+
+
+class Exp(torch.nn.Module):
+    def forward(self, weight):
+        return weight.exp()
+
+
+parametrized = torch.nn.Linear(10, 2)
+parametrize.register_parametrization(parametrized, "weight", Exp())
+with parametrize.cached():
+    criterion(parametrized(inputs), labels).backward()
+    try:
+        criterion(parametrized(inputs), labels).backward()  # (6)!
+    except RuntimeError as error:
+        assert str(error).startswith("Trying to backward through the graph a second time")
+    else:
+        raise AssertionError("the cached weight should lead back into the first graph")
+criterion(parametrized(inputs), labels).backward()
+criterion(parametrized(inputs), labels).backward()
 # --8<-- [end:proof]

@@ -108,4 +108,30 @@ loss.backward()
 net.zero_grad()
 assert held_split() == (0, 0)
 del loss
+
+
+class Triple(torch.autograd.Function):  # (7)!
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.kept = x.exp()
+        return 3 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 3 * grad
+
+
+out = Triple.apply(torch.randn(1000, requires_grad=True))
+kept = weakref.ref(out.grad_fn.kept)
+out.sum().backward()
+try:
+    _ = out.grad_fn.saved_tensors
+    raise AssertionError("backward should have freed what save_for_backward saved")
+except RuntimeError as error:
+    assert "backward through the graph a second time" in str(error)
+assert kept() is not None
+del out
+assert kept() is None
 # --8<-- [end:proof]

@@ -8,8 +8,9 @@ inputs, labels = torch.randn(3, 10), torch.LongTensor([1, 0, 1])
 masks = []
 net[2].register_forward_hook(lambda module, args, out: masks.append(out != 0))  # (1)!
 
-devices = [inputs.device] if inputs.device.type == "cuda" else []
-with torch.random.fork_rng(devices=devices):  # (2)!
+device = inputs.device
+devices = [] if device.type == "cpu" else [device]
+with torch.random.fork_rng(devices=devices, device_type=device.type):  # (2)!
     loss = nn.functional.cross_entropy(net(inputs), labels)
     loss.backward()
 loss = nn.functional.cross_entropy(net(inputs), labels)  # (3)!
@@ -18,6 +19,8 @@ print("the recompute drew the same dropout mask:", torch.equal(masks[0], masks[1
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
+import unittest.mock  # noqa: E402
+
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 assert len(masks) == 2 and torch.equal(masks[0], masks[1])
@@ -68,4 +71,29 @@ not_preserved = grad_with(
 )
 assert torch.equal(plain, checkpointed)
 assert not torch.allclose(plain, not_preserved)
+
+assert devices == [] and device.type == "cpu"
+
+
+class FakeDeviceModule:  # (5)!
+    def __init__(self):
+        self.calls = []
+
+    def get_rng_state(self, device):
+        self.calls.append(("get", device))
+        return torch.tensor(0)
+
+    def set_rng_state(self, state, device):
+        self.calls.append(("set", device))
+
+
+for kind in ("cuda", "mps", "xpu"):
+    fake, gpu = FakeDeviceModule(), torch.device(kind, 0)
+    with unittest.mock.patch.object(torch, "get_device_module", lambda name, fake=fake: fake):
+        with torch.random.fork_rng(devices=[gpu], device_type=kind):
+            pass
+        assert fake.calls == [("get", gpu), ("set", gpu)]
+        with torch.random.fork_rng(devices=[], device_type=kind):
+            pass
+        assert fake.calls == [("get", gpu), ("set", gpu)]
 # --8<-- [end:proof]

@@ -66,5 +66,11 @@ with torch.autograd.graph.saved_tensors_hooks(Saved, lambda saved: saved.tensor)
     del loss, node
     doubled = W2 * 2
     assert len(held) == 0 and torch.equal(doubled.grad_fn._saved_other, torch.tensor(2))  # (4)!
+    loss = ((x @ W1).tanh() @ W2).pow(2).mean()
+    loss.backward(retain_graph=True)
+    assert len(held) == 5
+    loss.backward()  # (5)!
+    assert len(held) == 0 and loss.grad_fn is not None
+    del loss
 gc.enable()
 # --8<-- [end:proof]

@@ -93,11 +93,13 @@ assert compare(freed_by_backward, *keep) == (512, 0)
 
 a = torch.randn(4, 6, requires_grad=True)
 (expected,) = torch.autograd.grad(((a * 2)[:, :3] * (a * 2)[:, 3:]).sum(), a)
-with SavedBytes(a):
+with SavedBytes(a) as meter:
     b = a * 2
     loss = (b[:, :3] * b[:, 3:]).sum()
+assert meter.held() == meter.peak == b.untyped_storage().nbytes() == 96
 (got,) = torch.autograd.grad(loss, a)
 assert torch.equal(got, expected)  # (4)!
+assert compare(lambda: ((a * 2)[:, :3] * (a * 2)[:, 3:]).sum(), a) == (192, 192)
 
 with SavedBytes() as meter:
     doubled = torch.randn(1000, requires_grad=True) * 2

@@ -2,33 +2,33 @@
 import torch
 from launch import launch
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def on_every_rank(rank, world_size):
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
-    grads = {}
+    grads, ids = {}, []
     for way in ("sum of losses", "two backward passes"):
         torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
-        ddp = DDP(model, bucket_cap_mb=1e-6)  # (1)!
+        ddp = DDP(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)), bucket_cap_mb=1e-6)
+        ddp.register_comm_hook(  # (1)!
+            ids, lambda ids, bucket: ids.append(bucket.index()) or allreduce_hook(None, bucket))
         for _ in range(2):  # (2)!
             ddp.zero_grad()
-            y = ddp(x)
-            loss1, loss2 = y.pow(2).mean(), y.sum(dim=1).tanh().mean()
+            loss1, loss2 = (y := ddp(x)).pow(2).mean(), y.sum(dim=1).tanh().mean()
             if way == "sum of losses":
                 (loss1 + loss2).backward()
             else:
                 loss1.backward(retain_graph=True)  # (3)!
                 loss2.backward()
-        grads[way] = torch.cat([p.grad.flatten() for p in model.parameters()])
-    return grads
+        grads[way] = torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
+    return grads, ids
 
 
 if __name__ == "__main__":
-    results = launch(on_every_rank)
-    for way in results[0]:
-        print(f"{way}: same gradients on both ranks:", torch.equal(*(r[way] for r in results)))
+    for way in (results := launch(on_every_rank))[0][0]:
+        print(f"{way}: same gradients on both ranks:", torch.equal(*(r[0][way] for r in results)))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
@@ -38,7 +38,6 @@ import sys
 import tempfile
 
 import torch.distributed as dist
-from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 
 def mlp():
@@ -56,9 +55,10 @@ def grad_of(loss_index, x):
 shards = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(2)
 expected = sum(grad_of(i, torch.cat(shards)) for i in (0, 1))
 loss1_averaged = (grad_of(0, shards[0]) + grad_of(0, shards[1])) / 2
-summed, twice = ([r[way] for r in results] for way in results[0])
+assert [r[1] for r in results] == [[0, 0, 1, 2, 3] * 2] * 2  # (1)!
+summed, twice = ([r[0][way] for r in results] for way in results[0][0])
 tol = {"rtol": 1e-5, "atol": 1e-6}
-assert torch.equal(*summed) and all(torch.allclose(g, expected, **tol) for g in summed)  # (1)!
+assert torch.equal(*summed) and all(torch.allclose(g, expected, **tol) for g in summed)  # (2)!
 assert not torch.equal(*twice)
 for g, shard in zip(twice, shards, strict=True):
     assert not torch.allclose(g, expected, **tol)
@@ -97,9 +97,9 @@ class Reversed(nn.Sequential):
 
 one, four = [4], [1, 1, 1, 1]
 arrival = ["0.bias", "0.weight", "1.bias", "1.weight"]
-dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # (2)!
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # (3)!
 try:
-    assert sizes(mlp()) == sizes(mlp(), two_passes=True) == [one, four]  # (3)!
+    assert sizes(mlp()) == sizes(mlp(), two_passes=True) == [one, four]  # (4)!
     with tempfile.TemporaryFile() as stderr_copy:
         saved = os.dup(2)
         sys.stderr.flush()
@@ -112,7 +112,7 @@ try:
         stderr_copy.seek(0)
         assert all(b"did not find any unused" in line for line in stderr_copy if line.strip())
     for log in steps:
-        assert [e for e in log if isinstance(e, str)] == arrival  # (4)!
+        assert [e for e in log if isinstance(e, str)] == arrival  # (5)!
         assert [e for e in log if isinstance(e, list)] == [
             ["1.bias"],
             ["1.weight"],
@@ -120,14 +120,14 @@ try:
             ["0.weight"],
         ]
         assert log.index("0.bias") < log.index("1.bias") < log.index(["0.bias"])
-    step1, step2 = logs(Reversed(nn.Linear(4, 4), nn.Linear(4, 4)))  # (5)!
+    step1, step2 = logs(Reversed(nn.Linear(4, 4), nn.Linear(4, 4)))  # (6)!
     assert len([e for e in step1 if isinstance(e, list)]) == 1
     assert [e for e in step2 if isinstance(e, list)] == [[n] for n in arrival]
     assert sizes(mlp(), steps=3) == [one, four, four]
     assert sizes(mlp(), steps=3, bucket_cap_mb_list=[1e-6]) == [four] * 3
     assert sizes(mlp(), steps=3, static_graph=True) == [one, one, four]
 finally:
-    gc.collect()  # (6)!
+    gc.collect()  # (7)!
     assert not [o for o in gc.get_objects() if type(o) is DDP]
     dist.destroy_process_group()
 # --8<-- [end:proof]

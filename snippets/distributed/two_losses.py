@@ -70,11 +70,7 @@ loss1_averaged = (grad_of(0, shards[0]) + grad_of(0, shards[1])) / 2  # (3)!
 for g, other, shard in zip(twice, summed, shards, strict=True):
     assert not torch.allclose(g, expected, atol=1e-6)
     assert torch.allclose(g, loss1_averaged + grad_of(1, shard), atol=1e-6)
-    assert not torch.allclose(other, loss1_averaged + grad_of(1, shard), atol=1e-6)
-
-start = torch.cat([p.detach().flatten() for p in make_model().parameters()])
-assert torch.equal(*(start - 0.1 * g for g in summed))  # (4)!
-assert not torch.equal(*(start - 0.1 * g for g in twice))
+    assert not torch.allclose(other, loss1_averaged + grad_of(1, shard), atol=1e-6)  # (4)!
 
 
 def count_allreduce(calls, bucket):

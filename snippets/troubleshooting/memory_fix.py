@@ -48,4 +48,27 @@ def held_after_each_step(steps, retain_graph):  # (1)!
 assert held_after_each_step(5, retain_graph=False) == [0] * 5
 retained = held_after_each_step(5, retain_graph=True)
 assert retained == [2 * 8192] * 5  # (2)!
+
+
+def reachable(tensor):
+    seen, todo = set(), [tensor.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
+
+
+total, nodes, saved = 0, [], []
+with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved):
+    for _ in range(5):
+        loss = torch.tanh(model(torch.randn(32, 64))).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss  # (3)!
+        nodes.append(reachable(total))
+        saved.append(sum(t.nbytes for t in held.values()))
+assert saved == [0] * 5 and nodes == [7, 12, 17, 22, 27]
 # --8<-- [end:proof]

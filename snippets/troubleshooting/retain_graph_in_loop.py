@@ -22,6 +22,10 @@ for step in range(3):
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
+from contextlib import nullcontext
+
+from torch.autograd.graph import saved_tensors_hooks
+
 assert step == 2  # (1)!
 assert message.startswith("one of the variables needed for gradient computation has been modified")
 
@@ -57,4 +61,33 @@ for replayed in range(3):
     optimizer.step()
 assert failed_at == step
 assert saved == [[], ["weight_hh"], ["weight_hh"]]  # (3)!
+
+
+def last_gradient(fused, copy_saved):  # (4)!
+    torch.manual_seed(0)
+    cell = torch.nn.RNNCell(4, 8)
+    optimizer = torch.optim.SGD(cell.parameters(), lr=0.1, fused=fused)
+    h, xs = torch.zeros(1, 8), []
+    for _ in range(3):
+        xs.append(torch.randn(1, 4))
+        with saved_tensors_hooks(torch.clone, lambda t: t) if copy_saved else nullcontext():
+            h = cell(xs[-1], h)
+        optimizer.zero_grad()
+        h.pow(2).mean().backward(retain_graph=True)
+        if len(xs) < 3:
+            optimizer.step()
+    h = torch.zeros(1, 8)
+    for x in xs:
+        h = cell(x, h)
+    now = torch.autograd.grad(h.pow(2).mean(), list(cell.parameters()))
+    return [p.grad for p in cell.parameters()], now
+
+
+def far(grads, reference):
+    return max((g - r).abs().max().item() for g, r in zip(grads, reference, strict=True)) > 1e-4
+
+
+fused, now = last_gradient(fused=True, copy_saved=False)
+as_it_ran, _ = last_gradient(fused=False, copy_saved=True)
+assert far(fused, as_it_ran) and far(fused, now)  # (5)!
 # --8<-- [end:proof]

@@ -149,7 +149,20 @@ def fused_sgd(model):
     torch.optim.SGD(model.parameters(), lr=0.1, fused=True).step()
 
 
-checks = [(sgd, True), (adam, True), (fused_adam, False), (fused_adamw, False), (fused_sgd, False)]
+def fused_adagrad(model):
+    torch.optim.Adagrad(model.parameters(), lr=0.1, fused=True).step()
+
+
+def foreach_sgd(model):
+    torch.optim.SGD(model.parameters(), lr=0.1, foreach=True).step()
+
+
+def foreach_adam(model):
+    torch.optim.Adam(model.parameters(), lr=0.1, foreach=True).step()
+
+
+checks = [(sgd, True), (adam, True), (foreach_sgd, True), (foreach_adam, True)]
+checks += [(fused_adam, False), (fused_adamw, False), (fused_sgd, False), (fused_adagrad, False)]
 for update, bumps in [*checks, (through_data, False)]:  # (5)!
     model = make_model()
     for p in model.parameters():

@@ -36,4 +36,29 @@ d_loss = bce(D(real), ones) + bce(d_fake, zeros)
 opt_D.zero_grad()
 d_loss.backward(retain_graph=True)
 bce(d_fake, ones).backward()  # (2)!
+
+
+def shortcut(fused, zero_g):  # (3)!
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
+    D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    opt_D = torch.optim.Adam(D.parameters(), lr=1e-3, fused=fused)
+    d_fake = D(G(z))
+    d_loss = bce(D(real), ones) + bce(d_fake, zeros)
+    opt_D.zero_grad()
+    d_loss.backward(retain_graph=True)
+    opt_D.step()
+    if zero_g:
+        G.zero_grad()
+    bce(d_fake, ones).backward()
+    got = torch.cat([p.grad.flatten() for p in G.parameters()])
+    G.zero_grad()
+    bce(D(G(z)), ones).backward()
+    return got, torch.cat([p.grad.flatten() for p in G.parameters()])
+
+
+got, right = shortcut(fused=True, zero_g=False)
+assert (got - right).norm() > right.norm()  # (4)!
+got, right = shortcut(fused=True, zero_g=True)
+assert (got - right).norm() > 1e-6  # (5)!
 # --8<-- [end:proof]

@@ -22,6 +22,9 @@ for step, chunk in enumerate(data):
 
 
 # --8<-- [start:proof]
+import copy
+
+
 def reachable(loss):  # (1)!
     seen, todo = set(), [loss.grad_fn]
     while todo:
@@ -82,4 +85,52 @@ except RuntimeError as error:
 else:
     raise AssertionError("the second chunk should have failed")
 assert "modified by an inplace operation" in message
+
+
+def two_chunks_retained(update):  # (6)!
+    net = copy.deepcopy(nn.ModuleList([cell, head]))
+    before = copy.deepcopy(net)
+    h = torch.zeros(2, 8)
+    for i in range(2):
+        for x_t in data[i]:
+            h = net[0](x_t, h)
+        net.zero_grad()
+        net[1](h).pow(2).mean().backward(retain_graph=True)
+        if i == 0:
+            update(list(net.parameters()))
+    return [p.grad for p in net.parameters()], before, net
+
+
+def grad_with(first, second):
+    h = torch.zeros(2, 8)
+    for net, chunk in ((first, data[0]), (second, data[1])):
+        for x_t in chunk:
+            h = net[0](x_t, h)
+    params = [*first.parameters(), *second.parameters()]
+    grads = torch.autograd.grad(second[1](h).pow(2).mean(), params, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, params, strict=True)]
+    if first is second:
+        return grads[: len(grads) // 2]
+    return [a + b for a, b in zip(grads[: len(grads) // 2], grads[len(grads) // 2 :], strict=True)]
+
+
+def far(grads, reference):
+    return max((g - r).abs().max().item() for g, r in zip(grads, reference, strict=True)) > 1e-4
+
+
+def through_data(params):
+    for p in params:
+        p.data.add_(p.grad, alpha=-5.0)
+
+
+for update in (lambda ps: torch.optim.SGD(ps, lr=5.0, fused=True).step(), through_data):
+    grads, before, after = two_chunks_retained(update)  # (7)!
+    assert far(grads, grad_with(before, after)) and far(grads, grad_with(after, after))
+
+try:
+    two_chunks_retained(lambda ps: torch.optim.SGD(ps, lr=5.0, foreach=True).step())  # (8)!
+except RuntimeError as error:
+    assert "modified by an inplace operation" in str(error)
+else:
+    raise AssertionError("foreach=True should have raised the in-place error")
 # --8<-- [end:proof]

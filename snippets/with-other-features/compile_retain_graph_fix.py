@@ -29,5 +29,14 @@ eager_loss.backward()
 for p, q in zip(model.parameters(), reference.parameters(), strict=True):
     assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-7)  # (1)!
 
-assert not compiled(x).grad_fn._forward_cls.metadata.bw_donated_idxs  # (2)!
+assert compiled(x).grad_fn._forward_cls.metadata.bw_donated_idxs is None  # (2)!
+
+loss = compiled(x).pow(2).mean()
+with torch._functorch.config.patch(donated_buffer=True):
+    try:
+        loss.backward(retain_graph=True)  # (3)!
+    except RuntimeError as error:
+        assert str(error).startswith("This backward function was compiled with non-empty donated")
+    else:
+        raise AssertionError("the flag turned back on should have raised, with nothing donated")
 # --8<-- [end:proof]

@@ -74,4 +74,14 @@ assert error is None
 assert not torch.equal(w_after, w_before)
 assert torch.equal(grad, w_before + w_after)
 assert not torch.equal(grad, 2 * w_before)
+
+x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+w = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+w_before = w.detach().clone()
+loss = MulSaved.apply(x, w).sum()
+loss.backward(retain_graph=True)
+torch.optim.SGD([w], lr=0.5, fused=True).step()  # (3)!
+assert w._version == 0 and not torch.equal(w, w_before)
+loss.backward()
+assert torch.equal(x.grad, w_before + w.detach())
 # --8<-- [end:proof]
