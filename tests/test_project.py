@@ -26,6 +26,21 @@ def test_readme_gives_exactly_two_commands():
     assert "-c constraints.txt" in commands[1]
 
 
+def test_the_readme_is_for_users_first():
+    """Its first screen (before the first section): what this is, the two commands,
+    retaincheck; what contributors need is in CONTRIBUTING.md, linked."""
+    first_screen = README[: README.index("\n## ")]
+    assert len(first_screen.splitlines()) <= 25
+    for command in readme_commands():
+        assert command in first_screen, command
+    assert "retaincheck train.py" in first_screen
+    assert "](CONTRIBUTING.md" in README
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    for section in ("## How the code is checked", "## Other torches", "## CI"):
+        assert section in contributing and section not in README, section
+    assert len(README.split()) < len(contributing.split()) / 2
+
+
 def requirement_names(path) -> set[str]:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
