@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "snippets" / "verified_with.json"
 HOW_TO_VERIFY = (
     "verify it with `python -m pytest tests/test_snippets.py --record-verified` "
-    "(torch 2.14.1: `.ci/second-torch --record`) and commit snippets/verified_with.json"
+    "(another torch: `.ci/other-torch --record VERSION`) and commit snippets/verified_with.json"
 )
 
 
