@@ -255,6 +255,17 @@ def _main_module(path: str):
     return module
 
 
+def _program_file(opts: Options, code) -> str:
+    """The script's file, or the file of the module -m runs ("" when it has none)."""
+    if code is not None:
+        return code.co_filename
+    try:
+        spec = runpy._get_module_details(opts.module)[1]
+        return spec.origin or ""
+    except Exception:
+        return ""
+
+
 def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:
     """Run the program under the audit: (report, exit status, what stopped it or None).
 
@@ -267,8 +278,10 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
     status, stopped = 0, None
     saved_main = sys.modules.get("__main__")
     try:
-        with audit() as report:
+        context = audit()
+        with context as report:
             try:
+                context._session.files.add(_program_file(opts, code))
                 if opts.module is not None:
                     runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
                 else:

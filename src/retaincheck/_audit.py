@@ -73,6 +73,10 @@ class audit:
                 raise RuntimeError("retaincheck.audit() is already active; audits do not nest")
             self._session = Session()
             _ACTIVE.append(self._session)
+        import sys
+
+        caller = sys._getframe(1).f_code.co_filename  # the code that runs the block
+        self._session.files.add(caller)
         try:
             self._session.install()
         except BaseException:
@@ -87,9 +91,25 @@ class audit:
             session.uninstall()
             report = session.report
             report.calls.sort(key=lambda c: (c.file, c.line))
+            _mark_unseen_reads(session)
             if exc_type is not None:
                 report.mark_stopped(exc if exc is not None else exc_type())
         finally:
             with LOCK:
                 _ACTIVE.clear()
         return None
+
+
+def _mark_unseen_reads(session: Session) -> None:
+    """Sites nothing reused become "could not tell: kept" when the program's code reads saved
+    tensors outside a backward pass (see ``_reads``)."""
+    open_sites = [c for c in session.report.calls if not c.needed and not c.history_leak]
+    if not open_sites:
+        return
+    from ._reads import reads_in
+
+    files = set(session.files)
+    files.update(site[3] for site in session.sites.values())
+    reads = reads_in(files)
+    for record in open_sites:
+        record.unseen_reads = list(reads)

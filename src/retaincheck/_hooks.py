@@ -135,6 +135,7 @@ class Session:
         self.display: dict = {}
         self.sites: dict = {}  # (code object, line) -> its site
         self.originals: dict[str, object] = {}
+        self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
 
     # -- patching ---------------------------------------------------------------------------
     def install(self):
@@ -324,6 +325,8 @@ class Session:
         try:
             result = original(*args, **kwargs)
         except BaseException:
+            if record is not None and call.epochs is not None and len(call.epochs) >= 2:
+                record.history_leak = True  # seen before the pass raised: still a leak
             call.executed = []  # tags refer to the call (tag.last): never the other way round
             call.pair = call.epochs = None
             raise
@@ -408,6 +411,14 @@ class Session:
             record.notes.add(notes.OTHER_GRAD if call.kind == "grad" else notes.OTHER_BACKWARD)
         if prev is not call and self.steps != prev.steps:
             record.notes.add(notes.STEP_BETWEEN)
+            if call is not None and call.record is record:
+                # A later run of this line walked a graph that an earlier run walked before
+                # an optimizer step: state carried across a training iteration. Without
+                # the step the epochs show it (below); with it, a plain or foreach step
+                # bumps the saved parameters' versions and the reusing run raises before a
+                # third run can show two epochs, and a fused one changes them silently.
+                record.history_leak = True
+                record.notes.add(notes.LEAK_ACROSS_STEP)
 
     # -- graphs -------------------------------------------------------------------------------
     def single_root(self, roots) -> bool:

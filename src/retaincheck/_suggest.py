@@ -10,6 +10,7 @@ OTHER_GRAD = "reused by another grad() line"
 SELF = "reused by a later run of the same line"
 UNSEEN = "reused by a call the audit could not name"
 STEP_BETWEEN = "an optimizer step ran between the retaining run and the reuse"
+LEAK_ACROSS_STEP = "a later run of the same line walked a graph built before an optimizer step"
 ROWS = "the reusing runs had the same outputs and inputs and their own grad_outputs"
 SAME_OUTPUTS = "the reusing runs had the same outputs and other inputs"
 GIVEN_GRADIENT = "the retaining backward() was given its own gradient"
@@ -28,6 +29,12 @@ def suggestion(record) -> str:
         return (
             "detach the hidden state (or running value) you carry into the next iteration, "
             "e.g. h = h.detach(), then remove retain_graph=True"
+        )
+    if verdict == v.COULD_NOT_TELL:
+        return (
+            "keep it: the program reads saved tensors (grad_fn._saved_*, ctx.saved_tensors) "
+            f"at {record.unseen_reads[0]}, which the audit cannot tie to a graph; without "
+            "the flag that read raises once backward() has freed them"
         )
     if verdict == v.NOT_NEEDED_SO_FAR:
         return (

@@ -1,0 +1,136 @@
+"""Reads of saved tensors that no backward pass makes: ``grad_fn._saved_result`` and the like.
+
+A retained graph is used not only by a later ``backward``/``grad`` (which the node pre-hooks
+see) but by any unpack of a saved tensor. Outside a backward pass Python reaches them through
+the getters of the generated node types (``_saved_<name>`` unpacks; ``_raw_saved_<name>``
+gives the ``SavedTensor``, whose ``unpack()`` and ``register_hooks()`` raise once it is freed:
+``SavedVariable::register_hooks``),
+and through a custom Function's ``ctx.saved_tensors`` / ``saved_variables``. Every one ends in
+``SavedVariable::unpack`` (``torch/csrc/autograd/saved_variable.cpp``), which raises
+``Trying to backward through the graph a second time (or directly access saved tensors after
+they have already been freed)`` once ``retain_graph=False`` freed the tensor.
+
+None of these calls can be hooked: the node types are immutable C types, and a default
+``saved_tensors_hooks`` pair, the one thing that sees every unpack, changes the program it
+watches: with hooks ``SavedVariable::unpack`` skips its version check ("Only check version
+counter in the case without hooks"), so an in-place error the program would raise becomes a
+silent wrong gradient. So the code is read instead: the source of every file the audited
+program ran (its own code and the third-party modules it imported, not torch or the standard
+library) is searched for these names; where one is found, no site can be proven not needed,
+and those that nothing else reused are "could not tell: kept". A custom Function's own
+``backward``/``jvp``/``vjp`` reading ``ctx.saved_tensors`` runs inside a backward pass, where
+the pre-hooks see it, and does not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+import sysconfig
+
+_PREFILTER = re.compile(r"_saved|saved_tensors|saved_variables")
+_CTX_NAMES = frozenset({"saved_tensors", "saved_variables", "_raw_saved_tensors"})
+_OWN_BACKWARD = frozenset({"backward", "jvp", "vjp", "backward_extended", "_backward"})
+_names: frozenset[str] | None = None
+_cache: dict[tuple[str, float, int], tuple[int, ...]] = {}
+
+
+def saved_attribute_names() -> frozenset[str]:
+    """Every ``_saved_<name>`` and ``_raw_saved_<name>`` attribute of torch's node types."""
+    global _names
+    if _names is None:
+        import torch
+
+        found = set()
+        functions = torch._C._functions
+        for attr in dir(functions):
+            node_type = getattr(functions, attr, None)
+            if isinstance(node_type, type):
+                found.update(a for a in dir(node_type) if a.startswith(("_saved_", "_raw_saved_")))
+        _names = frozenset(found)
+    return _names
+
+
+def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
+    """Line numbers where the code reads a saved tensor outside a backward pass."""
+    if not _PREFILTER.search(source):
+        return ()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ()
+    names = saved_attribute_names()
+    found: set[int] = set()
+
+    def visit(node, in_backward: bool):
+        for child in ast.iter_child_nodes(node):
+            inside = in_backward
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inside = child.name in _OWN_BACKWARD
+            if isinstance(child, ast.Attribute):
+                attr = child.attr
+                if attr in names or attr.startswith("_raw_saved_"):
+                    found.add(child.lineno)
+                elif attr in _CTX_NAMES and not in_backward:
+                    found.add(child.lineno)
+            elif isinstance(child, ast.Constant) and isinstance(child.value, str):
+                text = child.value
+                if text in names or text in ("_saved", "_saved_", "_raw_saved", "_raw_saved_"):
+                    found.add(child.lineno)  # getattr(node, "_saved_" + name) and the like
+            visit(child, inside)
+
+    visit(tree, False)
+    return tuple(sorted(found))
+
+
+def _lines_in_file(path: str) -> tuple[int, ...]:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ()
+    key = (path, stat.st_mtime, stat.st_size)
+    lines = _cache.get(key)
+    if lines is None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = lines_reading_saved_tensors(f.read())
+        except OSError:
+            lines = ()
+        _cache[key] = lines
+    return lines
+
+
+def _excluded_dirs() -> tuple[str, ...]:
+    import torch
+
+    paths = sysconfig.get_paths()
+    dirs = {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
+    dirs.update(paths[k] for k in ("stdlib", "platstdlib") if paths.get(k))
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+
+def reads_in(filenames) -> list[str]:
+    """``file:line`` of each read of a saved tensor in the files given and in the files of the
+    modules imported now (torch, retaincheck and the standard library left out)."""
+    excluded = _excluded_dirs()
+    files = set()
+    for name in filenames:
+        if name and not name.startswith("<"):
+            files.add(os.path.abspath(name))
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if isinstance(name, str) and name.endswith(".py"):
+            files.add(os.path.abspath(name))
+    found = []
+    for path in sorted(files):
+        if os.path.realpath(path).startswith(excluded):
+            continue
+        found.extend(f"{_shown(path)}:{line}" for line in _lines_in_file(path))
+    return found
+
+
+def _shown(path: str) -> str:
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path
