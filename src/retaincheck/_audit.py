@@ -58,10 +58,19 @@ class audit:
     report then says the run did not complete (``report.completed``, ``report.stopped_by``).
     Importing ``retaincheck`` patches nothing. Audits cannot be nested.
 
-    Not seen: calls through a name bound before the audit began (``from torch.autograd import
-    grad`` in a module imported earlier) are not recorded, although they still count as later
-    uses of recorded graphs; calls that torch makes internally (``torch.autograd.functional``)
-    are not recorded either.
+    Every backward pass that Python starts is seen, whatever name the call went through
+    (``from torch.autograd import grad`` in a module imported before the audit, ``g =
+    torch.autograd.grad`` bound at import time): besides wrapping ``torch.autograd.backward``
+    and ``grad``, the audit stands in front of the engine's entry point,
+    ``Variable._execution_engine.run_backward`` (``torch/autograd/graph.py``,
+    ``_engine_run_backward``). ``report.backward_calls`` counts them. Calls that torch makes
+    internally (``torch.autograd.functional``) are not recorded as sites, and a call through
+    an early-bound name that passes ``create_graph=True`` is not recorded either (the engine
+    gets one flag for both), though all of them count as later uses of recorded graphs.
+
+    Reads of saved tensors outside a backward pass (``grad_fn._saved_result``,
+    ``ctx.saved_tensors``) cannot be hooked; where the program's code has one, a site that
+    nothing else reused is "could not tell: kept", never "not needed".
     """
 
     def __init__(self):

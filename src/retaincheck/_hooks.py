@@ -89,7 +89,7 @@ class _Tag:
 class Call:
     __slots__ = (
         "record", "kind", "key", "index", "retaining", "keeps", "executed", "epochs", "steps",
-        "rows", "pair", "grew",
+        "rows", "pair", "grew", "entered",
     )
 
     def __init__(self, record, kind, key, index, retaining, keeps, steps):
@@ -105,6 +105,7 @@ class Call:
         self.rows = None  # (outputs, inputs) weak refs, for grad() with grad_outputs
         self.pair: Call | None = None  # the last earlier call whose reuse this call recorded
         self.grew = False  # this call added a node to those its record keeps
+        self.entered = False  # it reached the engine (see Session.engine_call)
 
 
 class Session:
@@ -135,6 +136,12 @@ class Session:
         self.display: dict = {}
         self.sites: dict = {}  # (code object, line) -> its site
         self.originals: dict[str, object] = {}
+        ag = torch.autograd
+        self.entry_codes = {  # the frames between a caller and the engine
+            getattr(f, "__code__", None)
+            for f in (ag.backward, ag.grad, getattr(ag.graph, "_engine_run_backward", None))
+        }
+        self.engine = None  # the engine the audit stands in front of, while installed
         self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
 
     # -- patching ---------------------------------------------------------------------------
@@ -144,6 +151,9 @@ class Session:
             original = getattr(ag, name)
             self.originals[name] = original
             setattr(ag, name, self._wrap(original, kind))
+        variable = ag.variable.Variable
+        self.engine = variable._execution_engine
+        variable._execution_engine = _Engine(self.engine, self)
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -151,10 +161,43 @@ class Session:
         except Exception:  # an older torch: steps are not seen, suggestions stay conditional
             self.step_handle = None
 
+    def engine_call(self, run_backward, args, kwargs):
+        """Every backward pass Python starts ends here (``torch/autograd/graph.py``,
+        ``_engine_run_backward``: ``Variable._execution_engine.run_backward``, which both
+        ``torch.autograd.backward`` and ``torch.autograd.grad`` call). A call that came through
+        the wrappers is already on the stack and goes straight on; any other (a name bound
+        before the audit began: ``from torch.autograd import grad`` in a module imported
+        earlier, ``g = torch.autograd.grad`` at import time) is audited here, from the
+        engine's own arguments."""
+        stack = self.stack
+        if stack and not stack[-1].entered:
+            stack[-1].entered = True
+            return run_backward(*args, **kwargs)
+        arguments = dict(zip(_ENGINE_POS, args, strict=False))
+        arguments.update(kwargs)
+        kind = "backward" if arguments.get("accumulate_grad", True) else "grad"
+        keep = bool(arguments.get("keep_graph"))
+        create = bool(arguments.get("create_graph"))
+        roots_arg = "tensors" if kind == "backward" else "outputs"
+        seen = {
+            roots_arg: arguments.get("tensors"),
+            "inputs": arguments.get("inputs") or None,
+            "create_graph": create,
+            # retain_graph=None with create_graph=True reads the same here: such a call keeps
+            # the graph but is not recorded as a retain_graph=True site
+            "retain_graph": keep if not create else None,
+        }
+        return self.run(
+            run_backward, kind, args, kwargs, seen, roots_arg, keep and not create, engine=True
+        )
+
     def _stepped(self, *args):
         self.steps += 1
 
     def uninstall(self):
+        if self.engine is not None:
+            self.torch.autograd.variable.Variable._execution_engine = self.engine
+            self.engine = None
         ag = self.torch.autograd
         for name, original in self.originals.items():
             setattr(ag, name, original)
@@ -246,13 +289,16 @@ class Session:
             self.code_kind[code] = kind
         return kind
 
-    def caller(self):
+    def caller(self, engine=False):
         """(frame, user) of the code that called backward/grad."""
         frame = sys._getframe(2)
         while frame is not None:
             kind = self._kind_of(frame.f_code)
             if kind == 0:  # retaincheck itself, Tensor.backward and torch's dispatch
                 frame = frame.f_back
+                continue
+            if engine and kind == 1 and frame.f_code in self.entry_codes:
+                frame = frame.f_back  # torch.autograd.backward/grad on their way to the engine
                 continue
             return frame, kind == 2  # kind 1: called by torch itself (autograd.functional)
         return None, False
@@ -276,8 +322,9 @@ class Session:
             self.sites[cache_key] = site
         return site
 
-    def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit):
-        frame, user = self.caller()
+    def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit, engine=False):
+        self.report.backward_calls += 1
+        frame, user = self.caller(engine)
         if frame is not None:
             key, key_text, function, filename = self.site_of(frame)
         else:
@@ -308,6 +355,7 @@ class Session:
             if retaining:
                 starts.append(self.seq_nr())
         call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
+        call.entered = engine
         roots = arguments.get(roots_arg)
         if retaining:
             # Hook the graph BEFORE the call runs: its own pass shows which nodes it executes,
@@ -532,6 +580,28 @@ class Session:
         total = distinct_bytes(everyone)
         if total > self.report.total_retained_bytes:
             self.report.total_retained_bytes = total
+
+
+_ENGINE_POS = (
+    "tensors", "grad_tensors", "keep_graph", "create_graph", "inputs", "allow_unreachable",
+    "accumulate_grad",
+)
+
+
+class _Engine:
+    """Stands in for ``Variable._execution_engine`` while an audit is active: ``run_backward``
+    goes through the session, everything else (``queue_callback``, ``is_checkpoint_valid``)
+    to the engine itself."""
+
+    def __init__(self, engine, session: Session):
+        self._engine = engine
+        self._session = session
+
+    def run_backward(self, *args, **kwargs):
+        return self._session.engine_call(self._engine.run_backward, args, kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
 
 
 def _refs(tensors):

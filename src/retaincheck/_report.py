@@ -130,6 +130,11 @@ class Report:
     """The most bytes all sites' retained graphs held at one moment, each storage counted once
     however many sites kept it (the per-site figures count a shared storage in each site)."""
 
+    backward_calls: int = 0
+    """How many ``backward``/``grad`` calls the audit saw, with or without ``retain_graph``,
+    however they were reached (``Tensor.backward``, ``torch.autograd.backward``/``grad``, a
+    name bound before the audit began)."""
+
     def mark_stopped(self, exc: BaseException | None) -> None:
         """Record that the audited run ended with ``exc`` (as ``audit`` does when its block
         raises); for code that catches the exception inside the block itself.
@@ -152,6 +157,7 @@ class Report:
             "completed": self.completed,
             "stopped_by": self.stopped_by,
             "total_retained_bytes": self.total_retained_bytes,
+            "backward_calls": self.backward_calls,
             "calls": [c.to_dict() for c in self._sorted()],
         }
 
