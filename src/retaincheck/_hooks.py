@@ -27,6 +27,7 @@ import threading
 import weakref
 
 from . import _suggest as notes
+from ._between import grads_touched_between
 from ._report import CallRecord, Report
 from ._sizes import distinct_bytes, saved_tensor_names, saved_tensors, storage_key
 
@@ -89,7 +90,7 @@ class _Tag:
 class Call:
     __slots__ = (
         "record", "kind", "key", "index", "retaining", "keeps", "executed", "epochs", "steps",
-        "rows", "pair", "grew", "entered",
+        "rows", "pair", "grew", "entered", "where",
     )
 
     def __init__(self, record, kind, key, index, retaining, keeps, steps):
@@ -106,6 +107,7 @@ class Call:
         self.pair: Call | None = None  # the last earlier call whose reuse this call recorded
         self.grew = False  # this call added a node to those its record keeps
         self.entered = False  # it reached the engine (see Session.engine_call)
+        self.where: tuple | None = None  # the call's user frames (Session.chain)
 
 
 class Session:
@@ -142,6 +144,7 @@ class Session:
             for f in (ag.backward, ag.grad, getattr(ag.graph, "_engine_run_backward", None))
         }
         self.engine = None  # the engine the audit stands in front of, while installed
+        self.between: dict = {}  # (retaining site, reusing site) -> grads touched between
         self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
 
     # -- patching ---------------------------------------------------------------------------
@@ -303,6 +306,16 @@ class Session:
             return frame, kind == 2  # kind 1: called by torch itself (autograd.functional)
         return None, False
 
+    def chain(self, frame, depth: int = 12) -> tuple:
+        """The user frames from the call outwards: ((file name, line, first line), ...)."""
+        found = []
+        while frame is not None and len(found) < depth:
+            code = frame.f_code
+            if self._kind_of(code) == 2:
+                found.append((code.co_filename, frame.f_lineno, code.co_firstlineno))
+            frame = frame.f_back
+        return tuple(found)
+
     def display_path(self, filename: str) -> str:
         cwd = os.getcwd()
         path = self.display.get((filename, cwd))
@@ -329,7 +342,6 @@ class Session:
             key, key_text, function, filename = self.site_of(frame)
         else:
             key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
-        del frame
         record = None
         retaining = explicit and user
         if retaining:
@@ -356,6 +368,8 @@ class Session:
                 starts.append(self.seq_nr())
         call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
         call.entered = engine
+        if self.records and user:  # for what runs between a retaining call and its reuse
+            call.where = self.chain(frame)
         roots = arguments.get(roots_arg)
         if retaining:
             # Hook the graph BEFORE the call runs: its own pass shows which nodes it executes,
@@ -369,6 +383,7 @@ class Session:
                     _refs(arguments.get("inputs")),
                     arguments.get("grad_outputs") is not None,
                 )
+        del frame
         self.stack.append(call)
         try:
             result = original(*args, **kwargs)
@@ -457,6 +472,18 @@ class Session:
                 record.notes.add(_grad_pattern(prev.rows, call.rows))
         else:
             record.notes.add(notes.OTHER_GRAD if call.kind == "grad" else notes.OTHER_BACKWARD)
+        if (
+            call is not None
+            and call.where is not None
+            and prev.where is not None
+            and notes.GRAD_BETWEEN not in record.notes
+        ):
+            pair = (prev.where, call.where)
+            touched = self.between.get(pair)
+            if touched is None:
+                touched = self.between[pair] = grads_touched_between(*pair)
+            if touched:
+                record.notes.add(notes.GRAD_BETWEEN)
         if prev is not call and self.steps != prev.steps:
             record.notes.add(notes.STEP_BETWEEN)
             if call is not None and call.record is record:
