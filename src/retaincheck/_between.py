@@ -17,19 +17,11 @@ from __future__ import annotations
 
 import ast
 import linecache
+import os
 
-_trees: dict[str, ast.Module | None] = {}
+_indexes: dict[tuple, _Index | None] = {}
+_answers: dict[tuple, bool] = {}
 _STEPPING = frozenset({"zero_grad", "step"})
-
-
-def _tree(filename: str) -> ast.Module | None:
-    if filename not in _trees:
-        source = "".join(linecache.getlines(filename))
-        try:
-            _trees[filename] = ast.parse(source) if source else None
-        except (SyntaxError, ValueError):
-            _trees[filename] = None
-    return _trees[filename]
 
 
 def _touches(node: ast.AST) -> bool:
@@ -47,81 +39,127 @@ def _touches(node: ast.AST) -> bool:
     return False
 
 
-def _span(stmt: ast.stmt) -> range:
-    return range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)
+class _Index:
+    """One file's statements, loops and functions by line, each simple statement (or compound
+    statement's header) marked if it touches a gradient; built once per file version."""
+
+    def __init__(self, tree: ast.Module):
+        self.tree = tree
+        self.stmts, self.loops, self.scopes, self.simple = [], [], [], []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.stmt):
+                self.stmts.append(node)
+                if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+                    self.loops.append(node)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.scopes.append(node)
+                if not any(isinstance(c, ast.stmt) for c in ast.iter_child_nodes(node)):
+                    self.simple.append((node.lineno, _touches(node)))
+                else:  # a compound statement's header (a loop's iterable, a condition)
+                    for part in ("iter", "test", "items", "target"):
+                        value = getattr(node, part, None)
+                        parts = value if isinstance(value, list) else [value]
+                        for item in parts:
+                            if isinstance(item, ast.AST):
+                                self.simple.append((node.lineno, _touches(item)))
+
+    @staticmethod
+    def _innermost(nodes, lines):
+        found = None
+        for node in nodes:
+            end = node.end_lineno or node.lineno
+            if all(node.lineno <= line <= end for line in lines) and (
+                found is None or end - node.lineno <= found[1] - found[0]
+            ):
+                found = (node.lineno, end, node)
+        return found
+
+    def scope(self, line: int):
+        """(first, last line) of the innermost function around ``line``, or the module's."""
+        found = self._innermost(self.scopes, [line])
+        return (found[0], found[1]) if found else (1, 10**9)
+
+    def stmt(self, line: int, within):
+        found = self._innermost(
+            [s for s in self.stmts if within[0] <= s.lineno and s is not None], [line]
+        )
+        return (found[0], found[1]) if found else None
+
+    def loop(self, lines, within):
+        found = self._innermost([n for n in self.loops if within[0] <= n.lineno <= within[1]],
+                                lines)
+        return (found[0], found[1]) if found else None
+
+    def touched(self, first: int, last: int, skip=()) -> bool:
+        """Does a statement starting on lines ``first``..``last`` (but ``skip``) touch one?"""
+        return any(t for line, t in self.simple if first <= line <= last and line not in skip)
 
 
-def _innermost(tree: ast.AST, kinds, lines) -> ast.AST | None:
-    """The innermost node of one of ``kinds`` whose lines hold all ``lines``."""
-    found = None
-    for node in ast.walk(tree):
-        if isinstance(node, kinds) and all(line in _span(node) for line in lines):
-            if found is None or len(_span(node)) <= len(_span(found)):
-                found = node
-    return found
+def _index(filename: str) -> _Index | None:
+    try:
+        stat = os.stat(filename)
+        key = (filename, stat.st_mtime, stat.st_size)
+    except OSError:
+        key = (filename, None, None)
+    if key not in _indexes:
+        source = "".join(linecache.getlines(filename))
+        try:
+            _indexes[key] = _Index(ast.parse(source)) if source else None
+        except (SyntaxError, ValueError):
+            _indexes[key] = None
+    return _indexes[key]
 
 
-def _simple_statements(node: ast.AST):
-    """Every statement under ``node`` that holds no other statement."""
-    for child in ast.walk(node):
-        if isinstance(child, ast.stmt) and not any(
-            isinstance(c, ast.stmt) for c in ast.iter_child_nodes(child)
-        ):
-            yield child
-        elif isinstance(child, (ast.For, ast.While, ast.If, ast.With, ast.Try)):
-            # their headers (the loop's iterable, the condition) run too
-            for part in ("iter", "test", "items"):
-                value = getattr(child, part, None)
-                if isinstance(value, ast.AST):
-                    yield value
-                elif isinstance(value, list):
-                    yield from value
-
-
-def _function(tree: ast.Module, line: int, first: int) -> ast.AST | None:
-    """The function whose code starts at ``first`` (the module for module-level code)."""
-    scope_kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-    scope = _innermost(tree, scope_kinds, [line])
-    if scope is None:
-        return tree if first <= 1 or line >= first else None
-    return scope
-
-
-def _region(scope: ast.AST, line_a: int, line_b: int) -> list | None:
-    """The code that runs between a call on ``line_a`` and a later one on ``line_b`` of one
-    run of ``scope``, or None when it cannot tell."""
-    stmt_a = _innermost(scope, ast.stmt, [line_a])
-    stmt_b = _innermost(scope, ast.stmt, [line_b])
+def _region_touched(index: _Index, scope, line_a: int, line_b: int) -> bool | None:
+    """Does the code between a call on ``line_a`` and a later one on ``line_b``, in one run of
+    the function ``scope`` spans, touch a gradient? None when it cannot tell."""
+    stmt_a, stmt_b = index.stmt(line_a, scope), index.stmt(line_b, scope)
     if stmt_a is None or stmt_b is None:
         return None
-    end_a = stmt_a.end_lineno or line_a
-    if stmt_b.lineno > end_a:  # straight-line: what lies between the two statements
-        return [s for s in _simple_statements(scope) if end_a < s.lineno < stmt_b.lineno]
+    if stmt_b[0] > stmt_a[1]:  # straight-line: what lies between the two statements
+        return index.touched(stmt_a[1] + 1, stmt_b[0] - 1)
     # a later run of the same line, or a reuse above it: the loop around both runs again
-    loop = _innermost(scope, (ast.For, ast.While, ast.AsyncFor), [line_a, line_b])
+    loop = index.loop([line_a, line_b], scope)
     if loop is None:
         return None
-    skip = set(_span(stmt_a)) | set(_span(stmt_b))
-    return [s for s in _simple_statements(loop) if s.lineno not in skip]
+    skip = set(range(stmt_a[0], stmt_a[1] + 1)) | set(range(stmt_b[0], stmt_b[1] + 1))
+    return index.touched(loop[0], loop[1], skip)
 
 
-def _rest(frame) -> bool | None:
+def _rest_touched(frame) -> bool | None:
     """Does the rest of an inner frame's function (all but the call's statement) touch a
     gradient? None when it cannot tell."""
-    filename, line, first = frame
-    tree = _tree(filename)
-    scope = _function(tree, line, first) if tree is not None else None
-    if scope is None or scope is tree:
+    filename, line, _ = frame
+    index = _index(filename)
+    if index is None:
         return None
-    stmt = _innermost(scope, ast.stmt, [line])
-    skip = set(_span(stmt)) if stmt is not None else {line}
-    return any(_touches(s) for s in _simple_statements(scope) if s.lineno not in skip)
+    scope = index.scope(line)
+    if scope == (1, 10**9):
+        return None
+    stmt = index.stmt(line, scope)
+    skip = set(range(stmt[0], stmt[1] + 1)) if stmt else {line}
+    return index.touched(scope[0] + 1, scope[1], skip)
 
 
 def grads_touched_between(first: tuple, second: tuple) -> bool:
     """True unless the code run between a call and a later one that reuses its graph is known
     not to read, zero or step with a gradient. Each call is given by its stack of user
     frames, innermost first: ``((file name, line, first line of the function), ...)``."""
+    stamps = []
+    for filename in sorted({f[0] for f in (*first, *second)}):
+        try:
+            stat = os.stat(filename)
+            stamps.append((stat.st_mtime, stat.st_size))
+        except OSError:
+            stamps.append(None)
+    key = (first, second, tuple(stamps))  # a file rewritten since: asked again
+    answer = _answers.get(key)
+    if answer is None:
+        answer = _answers[key] = _between(first, second)
+    return answer
+
+
+def _between(first: tuple, second: tuple) -> bool:
     a, b = list(reversed(first)), list(reversed(second))  # outermost first
     i = 0
     while i < len(a) and i < len(b) and a[i] == b[i]:
@@ -130,29 +168,25 @@ def grads_touched_between(first: tuple, second: tuple) -> bool:
         # The same stack twice: a loop around one of its lines ran it again. The inner
         # frames run whole between the two (but for the call itself).
         for depth in range(len(a) - 1, -1, -1):
-            filename, line, first_line = a[depth]
-            tree = _tree(filename)
-            scope = _function(tree, line, first_line) if tree is not None else None
-            if scope is None:
+            filename, line, _ = a[depth]
+            index = _index(filename)
+            if index is None:
                 return True
-            loop = _innermost(scope, (ast.For, ast.While, ast.AsyncFor), [line])
-            if loop is not None:
-                region = _region(scope, line, line)
-                if region is None:
-                    return True
-                inner = [_rest(f) for f in a[depth + 1 :]]
-                return any(_touches(s) for s in region) or any(r is not False for r in inner)
+            scope = index.scope(line)
+            if index.loop([line], scope) is not None:
+                region = _region_touched(index, scope, line, line)
+                inner = [_rest_touched(f) for f in a[depth + 1 :]]
+                return region is not False or any(r is not False for r in inner)
         return True
     if i >= len(a) or i >= len(b):
         return True
     (file_a, line_a, first_a), (file_b, line_b, first_b) = a[i], b[i]
     if (file_a, first_a) != (file_b, first_b):
         return True
-    tree = _tree(file_a)
-    scope = _function(tree, line_a, first_a) if tree is not None else None
-    if scope is None:
+    index = _index(file_a)
+    if index is None:
         return True
-    region = _region(scope, line_a, line_b)
-    if region is None or any(_touches(s) for s in region):
+    scope = index.scope(line_a)
+    if index.scope(line_b) != scope or _region_touched(index, scope, line_a, line_b) is not False:
         return True
-    return any(_rest(f) is not False for f in (*a[i + 1 :], *b[i + 1 :]))
+    return any(_rest_touched(f) is not False for f in (*a[i + 1 :], *b[i + 1 :]))

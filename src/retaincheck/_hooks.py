@@ -313,6 +313,8 @@ class Session:
             code = frame.f_code
             if self._kind_of(code) == 2:
                 found.append((code.co_filename, frame.f_lineno, code.co_firstlineno))
+                if code.co_name == "<module>":
+                    break  # a module's top level: what called it runs nothing in between
             frame = frame.f_back
         return tuple(found)
 
@@ -368,7 +370,8 @@ class Session:
                 starts.append(self.seq_nr())
         call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
         call.entered = engine
-        if self.records and user:  # for what runs between a retaining call and its reuse
+        if kind == "backward" and user and self.records:
+            # for what runs between a retaining backward() and its reuse: may they be summed?
             call.where = self.chain(frame)
         roots = arguments.get(roots_arg)
         if retaining:

@@ -85,7 +85,10 @@ def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
-def _lines_in_file(path: str) -> tuple[int, ...]:
+def _lines_in_file(path: str, fixed: bool) -> tuple[int, ...]:
+    """The reads in a file; ``fixed``: an installed package's file, read once per process."""
+    if fixed and path in _fixed:
+        return _fixed[path]
     try:
         stat = os.stat(path)
     except OSError:
@@ -99,35 +102,58 @@ def _lines_in_file(path: str) -> tuple[int, ...]:
         except OSError:
             lines = ()
         _cache[key] = lines
+    if fixed:
+        _fixed[path] = lines
     return lines
 
 
-def _excluded_dirs() -> tuple[str, ...]:
-    import torch
+_fixed: dict[str, tuple[int, ...]] = {}
+_modules: dict[str, tuple] = {}  # module name -> (module, its file, its kind)
+_kinds: dict[str, int] = {}  # file name as the module gives it -> 0 left out, 1 installed, 2 own
+_dirs: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
-    paths = sysconfig.get_paths()
-    dirs = {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
-    dirs.update(paths[k] for k in ("stdlib", "platstdlib") if paths.get(k))
-    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+def _kind(name: str) -> int:
+    kind = _kinds.get(name)
+    if kind is None:
+        global _dirs
+        if _dirs is None:
+            import torch
+
+            paths = sysconfig.get_paths()
+            left_out = {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
+            left_out.update(paths[k] for k in ("stdlib", "platstdlib") if paths.get(k))
+            installed = {paths[k] for k in ("purelib", "platlib") if paths.get(k)}
+            _dirs = tuple(
+                tuple(os.path.realpath(d) + os.sep for d in group)
+                for group in (left_out, installed)
+            )
+        real = os.path.realpath(name)
+        kind = 0 if real.startswith(_dirs[0]) else 1 if real.startswith(_dirs[1]) else 2
+        _kinds[name] = kind
+    return kind
 
 
 def reads_in(filenames) -> list[str]:
     """``file:line`` of each read of a saved tensor in the files given and in the files of the
     modules imported now (torch, retaincheck and the standard library left out)."""
-    excluded = _excluded_dirs()
-    files = set()
+    files = {}
     for name in filenames:
         if name and not name.startswith("<"):
-            files.add(os.path.abspath(name))
-    for module in list(sys.modules.values()):
-        name = getattr(module, "__file__", None)
-        if isinstance(name, str) and name.endswith(".py"):
-            files.add(os.path.abspath(name))
+            kind = _kind(name)
+            if kind:
+                files[os.path.abspath(name)] = kind
+    for module_name, module in list(sys.modules.items()):
+        known = _modules.get(module_name)
+        if known is None or known[0] is not module:
+            name = getattr(module, "__file__", None)
+            kind = _kind(name) if name.__class__ is str and name.endswith(".py") else 0
+            known = _modules[module_name] = (module, os.path.abspath(name) if kind else "", kind)
+        if known[2]:
+            files[known[1]] = known[2]
     found = []
     for path in sorted(files):
-        if os.path.realpath(path).startswith(excluded):
-            continue
-        found.extend(f"{_shown(path)}:{line}" for line in _lines_in_file(path))
+        found.extend(f"{_shown(path)}:{line}" for line in _lines_in_file(path, files[path] == 1))
     return found
 
 
