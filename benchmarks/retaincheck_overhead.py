@@ -21,7 +21,9 @@ Run: ``python benchmarks/retaincheck_overhead.py [--quick] [--src DIR] [--out FI
 ``--real-code`` measures instead the whole run of each script in ``tests/fixtures/real_code/``
 (cut-down public training scripts), plain and inside ``audit()`` side by side, the audit's
 start and end (its search of the program's files for saved-tensor reads) included; it writes
-``benchmarks/results/retaincheck_overhead_real_code.json`` and ``.md``.
+``benchmarks/results/retaincheck_overhead_real_code.json`` and ``.md``. With ``--cli`` it
+compares ``python script.py`` with ``python -m retaincheck script.py`` instead (new processes,
+their CPU time: what a user waits for, the interpreter's start and torch's import included).
 """
 
 from __future__ import annotations
@@ -182,6 +184,41 @@ def real_code(audit, rounds):
     return rows, total
 
 
+def cli_run(path: Path, audited: bool, src: str) -> float:
+    """CPU seconds (user + system) of one new process running the script."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = [sys.executable, *(["-m", "retaincheck"] if audited else []), path.name]
+    env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1"}
+    subprocess.run(command, cwd=path.parent, env=env, capture_output=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def real_code_cli(rounds: int, src: str):
+    rows = []
+    for path in sorted(REAL_CODE.glob("*.py")):
+        plain, audited, ratios = [], [], []
+        for r in range(rounds):
+            times = {}
+            for flag in ((False, True) if r % 2 == 0 else (True, False)):
+                times[flag] = cli_run(path, flag, src)
+            plain.append(times[False])
+            audited.append(times[True])
+            ratios.append(times[True] / times[False])
+        row = {"script": path.name, "plain_ms": round(statistics.median(plain) * 1e3, 1),
+               "audited_ms": round(statistics.median(audited) * 1e3, 1),
+               "ratio": round(statistics.median(ratios), 3)}
+        rows.append(row)
+        print(f"{path.name:28s} python {row['plain_ms']:8.1f} ms  retaincheck "
+              f"{row['audited_ms']:8.1f} ms  ratio {row['ratio']:.3f}", flush=True)
+    total = sum(r["audited_ms"] for r in rows) / sum(r["plain_ms"] for r in rows)
+    print(f"all scripts: audited/plain {total:.3f}")
+    return rows, total
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="few rounds, write nothing")
@@ -189,6 +226,8 @@ def main(argv=None):
     parser.add_argument("--out", default=None, help="JSON file to write (default: results)")
     parser.add_argument("--real-code", action="store_true",
                         help="whole runs of the real-code test scripts, plain and audited")
+    parser.add_argument("--cli", action="store_true",
+                        help="with --real-code: python script.py vs python -m retaincheck")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.src)
     import retaincheck
@@ -198,7 +237,10 @@ def main(argv=None):
         print(f"torch {torch.__version__}, 1 thread, retaincheck from {args.src}; "
               f"{rounds} interleaved rounds of one whole run, medians of CPU time")
         load_before = os.getloadavg()
-        rows, total = real_code(retaincheck.audit, rounds)
+        if args.cli:
+            rows, total = real_code_cli(3 if args.quick else 5, args.src)
+        else:
+            rows, total = real_code(retaincheck.audit, rounds)
         if not args.quick:
             result = {
                 "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
@@ -210,8 +252,12 @@ def main(argv=None):
                 "rows": rows, "total_ratio": round(total, 3),
                 "max_ratio": max(r["ratio"] for r in rows),
             }
-            out = Path(args.out) if args.out else RESULT.with_name(
-                "retaincheck_overhead_real_code.json")
+            name = "retaincheck_overhead_real_code" + ("_cli" if args.cli else "") + ".json"
+            out = Path(args.out) if args.out else RESULT.with_name(name)
+            result["how"] = (
+                "python script.py vs python -m retaincheck script.py, new processes, CPU time"
+                if args.cli else "exec of the script in this process, plain vs inside audit()"
+            )
             out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
             lines = [
                 f"# retaincheck overhead on the real-code scripts ({result['date']}, torch "
@@ -219,8 +265,8 @@ def main(argv=None):
                 "| script | plain ms | audited ms | ratio |", "|---|---:|---:|---:|",
                 *(f"| {r['script']} | {r['plain_ms']:.2f} | {r['audited_ms']:.2f} | "
                   f"{r['ratio']:.3f} |" for r in rows),
-                "", f"All scripts together: {total:.3f}. Median over {rounds} interleaved rounds "
-                f"of one whole run, CPU time of the thread. Load average before "
+                "", f"All scripts together: {total:.3f}. {result['how']}; median over the "
+                "interleaved rounds. Load average before "
                 f"{result['load_average_before']}, after {result['load_average_after']}.",
             ]
             out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -27,6 +27,7 @@ EXPECTED = {
     "saved_read.py": (NEEDED, COULD_NOT_TELL, True),  # item 1: grad_fn._saved_result
     "saved_read_ctx.py": (NEEDED, COULD_NOT_TELL, True),  # item 1: ctx.saved_tensors outside
     "custom_function_not_needed.py": (NOT_NEEDED, NOT_NEEDED, True),  # its own backward only
+    "node_called_directly.py": (NEEDED, COULD_NOT_TELL, True),  # item 1: y.grad_fn(g)
     "early_bound_grad.py": (NEEDED, NEEDED, True),  # item 3: a name bound before the audit
     "rnn_step_plain.py": (NEEDED, LEAK, False),  # item 4: the step's in-place error stops it
     "rnn_step_fused.py": (NEEDED, LEAK, True),  # item 4: a fused step, no error

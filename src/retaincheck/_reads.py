@@ -5,7 +5,9 @@ see) but by any unpack of a saved tensor. Outside a backward pass Python reaches
 the getters of the generated node types (``_saved_<name>`` unpacks; ``_raw_saved_<name>``
 gives the ``SavedTensor``, whose ``unpack()`` and ``register_hooks()`` raise once it is freed:
 ``SavedVariable::register_hooks``),
-and through a custom Function's ``ctx.saved_tensors`` / ``saved_variables``. Every one ends in
+through a custom Function's ``ctx.saved_tensors`` / ``saved_variables``, and by calling a node
+directly (``y.grad_fn(g)``: ``THPCppFunction_call`` runs ``Node::operator()``, which applies the
+node without the engine, so no pre-hook runs). Every one ends in
 ``SavedVariable::unpack`` (``torch/csrc/autograd/saved_variable.cpp``), which raises
 ``Trying to backward through the graph a second time (or directly access saved tensors after
 they have already been freed)`` once ``retain_graph=False`` freed the tensor.
@@ -30,7 +32,7 @@ import re
 import sys
 import sysconfig
 
-_PREFILTER = re.compile(r"_saved|saved_tensors|saved_variables")
+_PREFILTER = re.compile(r"_saved|saved_tensors|saved_variables|grad_fn\s*\(|next_functions")
 _CTX_NAMES = frozenset({"saved_tensors", "saved_variables", "_raw_saved_tensors"})
 _OWN_BACKWARD = frozenset({"backward", "jvp", "vjp", "backward_extended", "_backward"})
 _names: frozenset[str] | None = None
@@ -75,6 +77,8 @@ def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
                     found.add(child.lineno)
                 elif attr in _CTX_NAMES and not in_backward:
                     found.add(child.lineno)
+            elif isinstance(child, ast.Call) and _calls_a_node(child.func):
+                found.add(child.lineno)  # y.grad_fn(g): Node::operator() unpacks, no pre-hook
             elif isinstance(child, ast.Constant) and isinstance(child.value, str):
                 text = child.value
                 if text in names or text in ("_saved", "_saved_", "_raw_saved", "_raw_saved_"):
@@ -83,6 +87,15 @@ def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
 
     visit(tree, False)
     return tuple(sorted(found))
+
+
+def _calls_a_node(func: ast.AST) -> bool:
+    """``y.grad_fn(...)`` or ``y.grad_fn.next_functions[0][0](...)``: a node called directly."""
+    if isinstance(func, ast.Attribute) and func.attr == "grad_fn":
+        return True
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == "next_functions" for n in ast.walk(func)
+    )
 
 
 def _lines_in_file(path: str, fixed: bool) -> tuple[int, ...]:
