@@ -12,7 +12,9 @@ node without the engine, so no pre-hook runs). Every one ends in
 ``Trying to backward through the graph a second time (or directly access saved tensors after
 they have already been freed)`` once ``retain_graph=False`` freed the tensor.
 
-None of these calls can be hooked: the node types are immutable C types, and a default
+None of these calls can be hooked: the node types are static C types whose attributes cannot be
+replaced (``_initFunctionPyTypeObject`` in ``torch/csrc/autograd/python_cpp_function.cpp``
+sets no heap-type flag), and a default
 ``saved_tensors_hooks`` pair, the one thing that sees every unpack, changes the program it
 watches: with hooks ``SavedVariable::unpack`` skips its version check ("Only check version
 counter in the case without hooks"), so an in-place error the program would raise becomes a
