@@ -233,12 +233,12 @@ def main(argv=None):
     import retaincheck
 
     if args.real_code:
-        rounds = 5 if args.quick else 15
+        rounds = (3 if args.quick else 5) if args.cli else (5 if args.quick else 15)
         print(f"torch {torch.__version__}, 1 thread, retaincheck from {args.src}; "
               f"{rounds} interleaved rounds of one whole run, medians of CPU time")
         load_before = os.getloadavg()
         if args.cli:
-            rows, total = real_code_cli(3 if args.quick else 5, args.src)
+            rows, total = real_code_cli(rounds, args.src)
         else:
             rows, total = real_code(retaincheck.audit, rounds)
         if not args.quick:
