@@ -86,6 +86,7 @@ class audit:
 
         caller = sys._getframe(1).f_code.co_filename  # the code that runs the block
         self._session.files.add(caller)
+        self._session.modules_before = set(sys.modules)
         try:
             self._session.install()
         except BaseException:
@@ -119,6 +120,6 @@ def _mark_unseen_reads(session: Session) -> None:
 
     files = set(session.files)
     files.update(site[3] for site in session.sites.values())
-    reads = reads_in(files)
+    reads = reads_in(files, session.modules_before)
     for record in open_sites:
         record.unseen_reads = list(reads)

@@ -146,6 +146,8 @@ class Session:
         self.engine = None  # the engine the audit stands in front of, while installed
         self.between: dict = {}  # (retaining site, reusing site) -> grads touched between
         self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
+        self.modules_before: set[str] | None = None  # modules imported before the audit
+        self.stack_codes: set = set()  # code objects seen on retaining calls' stacks
 
     # -- patching ---------------------------------------------------------------------------
     def install(self):
@@ -370,6 +372,15 @@ class Session:
                 starts.append(self.seq_nr())
         call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
         call.entered = engine
+        if retaining:  # the files on its stack are searched for saved-tensor reads at the end
+            f = frame
+            codes = self.stack_codes
+            while f is not None:
+                code = f.f_code
+                if code not in codes:
+                    codes.add(code)
+                    self.files.add(code.co_filename)
+                f = f.f_back
         if kind == "backward" and user and self.records:
             # for what runs between a retaining backward() and its reuse: may they be summed?
             call.where = self.chain(frame)

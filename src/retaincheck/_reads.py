@@ -19,9 +19,11 @@ sets no heap-type flag), and a default
 watches: with hooks ``SavedVariable::unpack`` skips its version check ("Only check version
 counter in the case without hooks"), so an in-place error the program would raise becomes a
 silent wrong gradient. So the code is read instead: the source of every file the audited
-program ran (its own code and the third-party modules it imported, not torch or the standard
-library) is searched for these names; where one is found, no site can be proven not needed,
-and those that nothing else reused are "could not tell: kept". A custom Function's own
+program ran is searched for these names: the program's file, the files on the stack of every
+retaining call, and the modules imported while the audit ran (under ``python -m retaincheck``
+that is every module the script imports; torch and the standard library are left out).
+Where one is found, no site can be proven not needed, and those that nothing else reused are
+"could not tell: kept". A custom Function's own
 ``backward``/``jvp``/``vjp`` reading ``ctx.saved_tensors`` runs inside a backward pass, where
 the pre-hooks see it, and does not count.
 """
@@ -149,9 +151,10 @@ def _kind(name: str) -> int:
     return kind
 
 
-def reads_in(filenames) -> list[str]:
+def reads_in(filenames, before=None) -> list[str]:
     """``file:line`` of each read of a saved tensor in the files given and in the files of the
-    modules imported now (torch, retaincheck and the standard library left out)."""
+    modules imported since ``before`` (a set of module names; None: every module imported
+    now); torch, retaincheck and the standard library are left out."""
     files = {}
     for name in filenames:
         if name and not name.startswith("<"):
@@ -159,6 +162,8 @@ def reads_in(filenames) -> list[str]:
             if kind:
                 files[os.path.abspath(name)] = kind
     for module_name, module in list(sys.modules.items()):
+        if before is not None and module_name in before:
+            continue
         known = _modules.get(module_name)
         if known is None or known[0] is not module:
             name = getattr(module, "__file__", None)
