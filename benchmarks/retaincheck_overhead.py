@@ -17,6 +17,13 @@ count; the ratio of a round is audited/plain and the result is the median over t
 Run: ``python benchmarks/retaincheck_overhead.py [--quick] [--src DIR] [--out FILE]``
 (``--src`` imports retaincheck from another checkout, to measure an older version). It writes
 ``benchmarks/results/retaincheck_overhead.json`` and ``.md`` unless ``--quick``.
+
+``--real-code`` measures instead the whole run of each script in ``tests/fixtures/real_code/``
+(cut-down public training scripts), plain and inside ``audit()`` side by side, the audit's
+start and end (its search of the program's files for saved-tensor reads) included; it writes
+``benchmarks/results/retaincheck_overhead_real_code.json`` and ``.md``. With ``--cli`` it
+compares ``python script.py`` with ``python -m retaincheck script.py`` instead (new processes,
+their CPU time: what a user waits for, the interpreter's start and torch's import included).
 """
 
 from __future__ import annotations
@@ -143,14 +150,128 @@ def run(audit, rounds, steps_per_block, quiet=False):
     return rows
 
 
+REAL_CODE = ROOT / "tests" / "fixtures" / "real_code"
+
+
+def script_step(path: Path):
+    """One whole run of a script, as the real-code tests run it (seeded, in this process)."""
+    code = compile(path.read_text(encoding="utf-8"), str(path), "exec")
+
+    def step():
+        torch.manual_seed(0)
+        try:
+            exec(code, {"__name__": "__main__", "__file__": str(path)})
+        except SystemExit:  # crash_before_reuse.py stops early on purpose
+            pass
+
+    return step
+
+
+def real_code(audit, rounds):
+    """Per script: median plain and audited CPU time of a whole run, and their ratio; and the
+    ratio of the totals."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    rows = []
+    for path in sorted(REAL_CODE.glob("*.py")):
+        plain, audited, ratio = measure(script_step(path), audit, rounds, 1)
+        rows.append({"script": path.name, "plain_ms": round(plain * 1e3, 3),
+                     "audited_ms": round(audited * 1e3, 3), "ratio": round(ratio, 3)})
+        print(f"{path.name:28s} plain {plain * 1e3:8.2f} ms  audited {audited * 1e3:8.2f} ms  "
+              f"ratio {ratio:.3f}", flush=True)
+    total = sum(r["audited_ms"] for r in rows) / sum(r["plain_ms"] for r in rows)
+    print(f"all scripts: audited/plain {total:.3f}")
+    return rows, total
+
+
+def cli_run(path: Path, audited: bool, src: str) -> float:
+    """CPU seconds (user + system) of one new process running the script."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = [sys.executable, *(["-m", "retaincheck"] if audited else []), path.name]
+    env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1"}
+    subprocess.run(command, cwd=path.parent, env=env, capture_output=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def real_code_cli(rounds: int, src: str):
+    rows = []
+    for path in sorted(REAL_CODE.glob("*.py")):
+        plain, audited, ratios = [], [], []
+        for r in range(rounds):
+            times = {}
+            for flag in ((False, True) if r % 2 == 0 else (True, False)):
+                times[flag] = cli_run(path, flag, src)
+            plain.append(times[False])
+            audited.append(times[True])
+            ratios.append(times[True] / times[False])
+        row = {"script": path.name, "plain_ms": round(statistics.median(plain) * 1e3, 1),
+               "audited_ms": round(statistics.median(audited) * 1e3, 1),
+               "ratio": round(statistics.median(ratios), 3)}
+        rows.append(row)
+        print(f"{path.name:28s} python {row['plain_ms']:8.1f} ms  retaincheck "
+              f"{row['audited_ms']:8.1f} ms  ratio {row['ratio']:.3f}", flush=True)
+    total = sum(r["audited_ms"] for r in rows) / sum(r["plain_ms"] for r in rows)
+    print(f"all scripts: audited/plain {total:.3f}")
+    return rows, total
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="few rounds, write nothing")
     parser.add_argument("--src", default=str(ROOT / "src"), help="where retaincheck is")
     parser.add_argument("--out", default=None, help="JSON file to write (default: results)")
+    parser.add_argument("--real-code", action="store_true",
+                        help="whole runs of the real-code test scripts, plain and audited")
+    parser.add_argument("--cli", action="store_true",
+                        help="with --real-code: python script.py vs python -m retaincheck")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.src)
     import retaincheck
+
+    if args.real_code:
+        rounds = (3 if args.quick else 5) if args.cli else (5 if args.quick else 15)
+        print(f"torch {torch.__version__}, 1 thread, retaincheck from {args.src}; "
+              f"{rounds} interleaved rounds of one whole run, medians of CPU time")
+        load_before = os.getloadavg()
+        if args.cli:
+            rows, total = real_code_cli(rounds, args.src)
+        else:
+            rows, total = real_code(retaincheck.audit, rounds)
+        if not args.quick:
+            result = {
+                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
+                "python": platform.python_version(), "torch": torch.__version__, "threads": 1,
+                "timer": "time.thread_time (CPU time of the benchmark's thread)",
+                "rounds": rounds, "date": datetime.date.today().isoformat(),
+                "load_average_before": [round(v, 2) for v in load_before],
+                "load_average_after": [round(v, 2) for v in os.getloadavg()],
+                "rows": rows, "total_ratio": round(total, 3),
+                "max_ratio": max(r["ratio"] for r in rows),
+            }
+            name = "retaincheck_overhead_real_code" + ("_cli" if args.cli else "") + ".json"
+            out = Path(args.out) if args.out else RESULT.with_name(name)
+            result["how"] = (
+                "python script.py vs python -m retaincheck script.py, new processes, CPU time"
+                if args.cli else "exec of the script in this process, plain vs inside audit()"
+            )
+            out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+            lines = [
+                f"# retaincheck overhead on the real-code scripts ({result['date']}, torch "
+                f"{result['torch']}, {result['machine']}, 1 thread)", "",
+                "| script | plain ms | audited ms | ratio |", "|---|---:|---:|---:|",
+                *(f"| {r['script']} | {r['plain_ms']:.2f} | {r['audited_ms']:.2f} | "
+                  f"{r['ratio']:.3f} |" for r in rows),
+                "", f"All scripts together: {total:.3f}. {result['how']}; median over the "
+                "interleaved rounds. Load average before "
+                f"{result['load_average_before']}, after {result['load_average_after']}.",
+            ]
+            out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            print(f"wrote {out} and {out.with_suffix('.md').name}")
+        return rows
 
     rounds, steps = (5, 2) if args.quick else (21, 3)
     print(f"torch {torch.__version__}, 1 thread, retaincheck from {args.src}; "

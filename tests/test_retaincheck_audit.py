@@ -191,21 +191,28 @@ def test_no_saved_tensors_means_zero_bytes_and_an_empty_script_an_empty_report()
     assert [c.retained_bytes for c in report.calls] == [0]
     _, report = run_script(FIXTURES / "no_retain.py", audited=True)
     assert report.calls == [] and report.to_dict() == {
-        "completed": True, "stopped_by": None, "total_retained_bytes": 0, "calls": []
+        "completed": True, "stopped_by": None, "total_retained_bytes": 0,
+        "backward_calls": report.backward_calls, "calls": [],
     }
+    assert report.backward_calls == 3  # no_retain.py's three backward() calls
     assert "no backward() or autograd.grad() call used retain_graph=True" in report.format()
 
 
-def test_doubt_is_resolved_towards_needed():
-    """A reuse through a name bound before the audit is not recorded, but still counts."""
+def test_a_name_bound_before_the_audit_is_seen_at_the_engine():
+    """A reuse through a name bound before the audit counts and is named (issue 27: the audit
+    stands in front of Variable._execution_engine.run_backward)."""
     from torch.autograd import grad as bound_early
 
     x = torch.randn(3, requires_grad=True)
     with retaincheck.audit() as report:
         y = (x * x).exp().sum()
         y.backward(retain_graph=True)
+        line = sys._getframe().f_lineno + 1
         bound_early(y, x)
-    assert [(c.needed, c.reused_by) for c in report.calls] == [(True, ["?"])]
+    assert [(c.needed, c.reused_by) for c in report.calls] == [
+        (True, [f"tests/test_retaincheck_audit.py:{line}"])
+    ]
+    assert report.backward_calls == 2
 
 
 def test_the_call_site_is_the_users_line():
@@ -287,8 +294,7 @@ def test_roots_given_as_a_gradient_edge_are_walked():
 
 
 def test_a_reuse_during_the_retaining_call_through_an_unseen_name_counts():
-    """The nested walk is not recorded (bound early), so its call is not on the audit's stack;
-    it executes nodes the retaining call has already executed once: the second firing counts."""
+    """The nested walk goes through a name bound early: the engine entry sees it and names it."""
     from torch.autograd import grad as bound_early
 
     x = torch.randn(4, requires_grad=True)
@@ -304,7 +310,10 @@ def test_a_reuse_during_the_retaining_call_through_an_unseen_name_counts():
         loss = (a * a).sum()
         x.register_hook(hook)
         loss.backward(retain_graph=True)
-    assert [(c.needed, c.reused_by) for c in report.calls] == [(True, ["?"])]
+    nested = hook.__code__.co_firstlineno + 3
+    assert [(c.needed, c.reused_by) for c in report.calls] == [
+        (True, [f"tests/test_retaincheck_audit.py:{nested}"])
+    ]
 
 
 def test_the_call_s_own_pass_does_not_count():

@@ -4,10 +4,13 @@ rewritten program computes the same gradients."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import snippetcheck
 from test_retaincheck_cli import CLI_FIXTURES, cli
 
 from retaincheck._fix import refusal, remove_at
@@ -51,10 +54,12 @@ def test_fix_shows_a_diff_and_changes_nothing(tmp_path):
     assert script.read_text() == FIXABLE.read_text()  # nothing written
     fix = proc.stdout[proc.stdout.index("retaincheck --fix:") :]
     head, _, diff = fix.partition("\n\n")
-    assert head + "\n" == (
-        "retaincheck --fix: 3 changes in 1 file (not written; add --write to apply)\n"
-        + SITE_LINES.format(verb="remove")
-    )
+    first, _, sites = head.partition("\n")
+    assert re.fullmatch(
+        r"retaincheck --fix: 3 changes in 1 file, proven: a rerun with the changes exited 0 as "
+        r"the audited run did \(\d+\.\d s\) \(not written; add --write to apply\)", first
+    ), first
+    assert sites + "\n" == SITE_LINES.format(verb="remove")
     assert diff.startswith("--- a/fixable.py\n+++ b/fixable.py\n@@ -9,18 +9,17 @@\n")
     removed = [line for line in diff.splitlines() if line.startswith("-") and line[1:2] != "-"]
     assert removed == [
@@ -70,9 +75,11 @@ def test_fix_write_keeps_formatting_and_the_gradients(tmp_path):
     assert before.startswith("gradients ")
     proc = cli("--fix", "--write", script.name, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert "retaincheck --fix: wrote 3 changes in 1 file\n" + SITE_LINES.format(
-        verb="removed"
-    ) in proc.stdout
+    assert re.search(
+        r"retaincheck --fix: wrote 3 changes in 1 file, proven: a rerun with the changes exited 0 "
+        r"as the audited run did \(\d+\.\d s\)\n" + re.escape(SITE_LINES.format(verb="removed")),
+        proc.stdout,
+    ), proc.stdout
     assert script.read_text() == FIXED  # comments, spacing, blank lines: all as they were
     # Rerun: the same gradients, bit for bit (the digest of their bytes), and no site that
     # --fix could remove is left.
@@ -181,3 +188,75 @@ def test_removal_refuses_what_it_cannot_do_safely(source, reason):
     line = 2 if source.startswith("grad(out, x,  #") else 1
     new, why = remove_at(source.encode(), line)
     assert new is None and why.startswith(reason), why
+
+
+HIDDEN = CLI_FIXTURES / "hidden_read.py"
+
+
+def _fix_lines(proc) -> list[str]:
+    return proc.stdout[proc.stdout.index("retaincheck --fix:") :].split("\n\n")[0].splitlines()
+
+
+def test_a_fix_the_rerun_disproves_is_not_written(tmp_path):
+    """Issue 27: hidden_read.py reads a saved tensor through a name the audit cannot see, so the
+    audit says "not needed"; the proof's rerun fails and the file stays byte for byte."""
+    script = _copy(tmp_path, HIDDEN)
+    before = script.read_bytes()
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "verdict: NOT NEEDED" in proc.stdout  # what the audit alone can say here
+    assert script.read_bytes() == before
+    head, site = _fix_lines(proc)
+    assert head.startswith(
+        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun failed "
+        "(exit status 1): RuntimeError: Trying to backward through the graph a second time"
+    ), head
+    assert site == (
+        "  hidden_read.py:9  kept: the rerun without retain_graph=True failed, so the verdict "
+        "was wrong here (please report it)"
+    )
+    assert not list(tmp_path.glob("*.retaincheck-tmp"))
+    # --fix alone says the same, and writes nothing either
+    alone = cli("--fix", script.name, cwd=tmp_path)
+    assert _fix_lines(alone)[0].startswith("retaincheck --fix: nothing written; 1 change in 1 "
+                                           "file, NOT proven: the rerun failed")
+    assert script.read_bytes() == before
+
+
+def test_skip_proof_writes_and_says_unproven(tmp_path):
+    script = _copy(tmp_path, HIDDEN)
+    proc = cli("--fix", "--write", "--skip-proof", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _fix_lines(proc) == [
+        "retaincheck --fix: wrote 1 change in 1 file, unproven (--skip-proof: no rerun checked it)",
+        "  hidden_read.py:9  removed retain_graph=True (not needed in a completed run, unproven)",
+    ]
+    assert "backward(retain_graph=True)" not in script.read_text()
+    assert cli(script.name, cwd=tmp_path).returncode == 1  # what the proof would have caught
+
+
+def test_the_rerun_has_the_same_arguments_environment_and_working_directory(tmp_path):
+    script = _copy(tmp_path, CLI_FIXTURES / "argv_env_cwd.py")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.txt").write_text("x")
+    env = {"RETAINCHECK_PROOF_TEST": "1"}
+    run = snippetcheck.run_module(
+        "retaincheck", ["--fix", "--write", "../argv_env_cwd.py", "--go"], work, environ=env
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _fix_lines(run)[0].startswith("retaincheck --fix: wrote 1 change in 1 file, proven")
+    assert "retain_graph=True)" not in script.read_text()
+
+
+def test_an_edited_module_is_what_the_rerun_imports(tmp_path):
+    """The site is in a module the script imports: the rerun must import the edited copy (the
+    original would pass and the change would be written)."""
+    shutil.copy(HIDDEN, tmp_path / "helper.py")
+    (tmp_path / "main.py").write_text("import helper  # noqa: F401\n")
+    before = (tmp_path / "helper.py").read_bytes()
+    proc = cli("--fix", "--write", "main.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _fix_lines(proc)[0].startswith("retaincheck --fix: nothing written; 1 change in 1 "
+                                          "file, NOT proven: the rerun failed"), proc.stdout
+    assert (tmp_path / "helper.py").read_bytes() == before

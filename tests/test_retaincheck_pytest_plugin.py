@@ -91,7 +91,7 @@ def section(result) -> list[str]:
 
 
 EXPECTED = [
-    "2 retain_graph=True call sites not needed (3 tests audited):",
+    "2 retain_graph=True call sites not needed (3 tests audited, 4 backward()/grad() calls seen):",
     "helpers.py:9  torch.sigmoid(w).sum().backward(retain_graph=True)",
     "    kept 12 bytes of saved tensors; not needed in:",
     "      test_train.py::test_one_loss",
@@ -123,7 +123,7 @@ def test_retaincheck_fail_makes_the_run_fail(project):
     project.makepyfile(test_train=TESTS.replace("retain_graph=True", "retain_graph=False"))
     result = run(project, "--retaincheck-fail", "-k", "inline")
     assert result.ret == 0 and section(result) == [
-        "no retain_graph=True found not needed (1 test audited)"
+        "no retain_graph=True found not needed (1 test audited, 1 backward()/grad() call seen)"
     ]
 
 
@@ -183,7 +183,82 @@ def test_own_audit(w):
     assert result.ret == 1  # the failed test's status, not 6
     lines = section(result)
     assert "test_train.py:22  loss.backward(retain_graph=True)" not in lines
-    assert lines[0] == "1 retain_graph=True call site not needed (3 tests audited):"
+    assert lines[0] == (
+        "1 retain_graph=True call site not needed (3 tests audited, 4 backward()/grad() "
+        "calls seen):"
+    )
+
+
+IMPORT_STYLES = {
+    "conftest": '''
+from torch.autograd import backward as early_backward  # bound at collection, before any audit
+
+def helper_backward(loss):
+    early_backward(loss, retain_graph=True)
+''',
+    "test_styles": '''
+import torch
+import torch.autograd as ag
+from torch.autograd import grad
+from conftest import helper_backward
+
+g = torch.autograd.grad  # bound at import time
+tb = torch.Tensor.backward
+
+def test_name_import():
+    x = torch.ones(3, requires_grad=True)
+    grad(torch.tanh(x).sum(), x, retain_graph=True)
+
+def test_module_alias():
+    x = torch.ones(3, requires_grad=True)
+    ag.grad(torch.exp(x).sum(), x, retain_graph=True)
+
+def test_alias_bound_at_import():
+    x = torch.ones(3, requires_grad=True)
+    g(torch.sigmoid(x).sum(), x, retain_graph=True)
+
+def test_conftest_helper():
+    x = torch.ones(3, requires_grad=True)
+    helper_backward(torch.sin(x).sum())
+
+def test_tensor_backward_bound_early():
+    x = torch.ones(3, requires_grad=True)
+    tb(torch.cos(x).sum(), retain_graph=True)
+
+def test_needed_through_early_names():
+    x = torch.ones(3, requires_grad=True)
+    y = torch.tanh(x).sum()
+    g(y, x, retain_graph=True)  # site: needed
+    grad(y, x)
+''',
+}
+
+
+def test_every_call_is_seen_whatever_the_import_style(pytester, monkeypatch):
+    """Issue 27: names bound before the audit (at collection) used to go unaudited while the
+    summary still counted their tests; the audit now stands in front of the engine."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(**IMPORT_STYLES)
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=6)
+    lines = section(result)
+    assert lines[0] == (
+        "5 retain_graph=True call sites not needed (6 tests audited, 7 backward()/grad() calls "
+        "seen):"
+    ), lines
+    listed = {line.split("  ")[0] for line in lines[1:] if not line.startswith(" ")}
+
+    def site(name, text):
+        source = (pytester.path / f"{name}.py").read_text().splitlines()
+        return f"{name}.py:{next(i for i, line in enumerate(source, 1) if text in line)}"
+
+    assert listed == {
+        site("test_styles", "grad(torch.tanh"),
+        site("test_styles", "ag.grad("),
+        site("test_styles", "g(torch.sigmoid"),
+        site("test_styles", "tb(torch.cos"),
+        site("conftest", "early_backward(loss"),
+    }, lines  # and not the needed one
 
 
 def test_the_plugin_is_declared_as_a_pytest11_entry_point():

@@ -34,6 +34,8 @@ print(run.returncode)
 section = lines[start:-1]
 assert run.returncode == 6 and run.stderr == ""  # (1)!
 assert lines[-1].startswith("2 passed in ")
-assert section[1] == "1 retain_graph=True call site not needed (2 tests audited):"
+assert section[1] == (
+    "1 retain_graph=True call site not needed (2 tests audited, 3 backward()/grad() calls seen):"
+)
 assert section[2].startswith("test_train.py:6  ")  # (2)!
 # --8<-- [end:proof]

@@ -60,8 +60,12 @@ options:
                       is not needed (for CI)
   --fix               show, as a unified diff, the removal of every retain_graph=True that
                       a completed run proved not needed, and why each other site is kept;
-                      changes nothing
-  --write             with --fix: write the changes to the files
+                      then prove it: rerun the program (same arguments, working directory
+                      and environment) with the removals applied and say whether it
+                      completed as the audited run did; changes nothing
+  --write             with --fix: write the changes to the files, only if proven
+  --skip-proof        with --fix: do not rerun the program to prove the changes (a run too
+                      long to repeat); the changes are then marked "unproven"
   -h, --help          show this help and exit
   --version           print the version and exit
 
@@ -82,6 +86,7 @@ class Options:
     fail_on_unneeded: bool = False
     fix: bool = False
     write: bool = False
+    skip_proof: bool = False
 
 
 def _parse(argv: list[str]) -> Options | int:
@@ -101,6 +106,8 @@ def _parse(argv: list[str]) -> Options | int:
             opts.fix = True
         elif arg == "--write":
             opts.write = True
+        elif arg == "--skip-proof":
+            opts.skip_proof = True
         elif arg == "-m" or (arg.startswith("-m") and not arg.startswith("--")):
             name = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
             if not name:
@@ -132,6 +139,8 @@ def _parse(argv: list[str]) -> Options | int:
         raise BadInput("give either --json (to standard output) or --json=PATH, not both")
     if opts.write and not opts.fix:
         raise BadInput("--write only goes with --fix")
+    if opts.skip_proof and not opts.fix:
+        raise BadInput("--skip-proof only goes with --fix")
     return opts
 
 
@@ -255,6 +264,17 @@ def _main_module(path: str):
     return module
 
 
+def _program_file(opts: Options, code) -> str:
+    """The script's file, or the file of the module -m runs ("" when it has none)."""
+    if code is not None:
+        return code.co_filename
+    try:
+        spec = runpy._get_module_details(opts.module)[1]
+        return spec.origin or ""
+    except Exception:
+        return ""
+
+
 def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:
     """Run the program under the audit: (report, exit status, what stopped it or None).
 
@@ -267,8 +287,10 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
     status, stopped = 0, None
     saved_main = sys.modules.get("__main__")
     try:
-        with audit() as report:
+        context = audit()
+        with context as report:
             try:
+                context._session.files.add(_program_file(opts, code))
                 if opts.module is not None:
                     runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
                 else:
@@ -456,8 +478,11 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
     _emit(sys.stdout, text)
     if opts.fix:
         from ._fix import fix
+        from ._proof import Program
 
-        fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir])
+        program = Program(opts.script, opts.module, list(opts.args), start_dir, status)
+        fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
+                    program=program, skip_proof=opts.skip_proof)
         _emit(sys.stderr if opts.json else sys.stdout, fixes)
     if opts.fail_on_unneeded and (status != 0 or not completed):
         print(

@@ -58,10 +58,19 @@ class audit:
     report then says the run did not complete (``report.completed``, ``report.stopped_by``).
     Importing ``retaincheck`` patches nothing. Audits cannot be nested.
 
-    Not seen: calls through a name bound before the audit began (``from torch.autograd import
-    grad`` in a module imported earlier) are not recorded, although they still count as later
-    uses of recorded graphs; calls that torch makes internally (``torch.autograd.functional``)
-    are not recorded either.
+    Every backward pass that Python starts is seen, whatever name the call went through
+    (``from torch.autograd import grad`` in a module imported before the audit, ``g =
+    torch.autograd.grad`` bound at import time): besides wrapping ``torch.autograd.backward``
+    and ``grad``, the audit stands in front of the engine's entry point,
+    ``Variable._execution_engine.run_backward`` (``torch/autograd/graph.py``,
+    ``_engine_run_backward``). ``report.backward_calls`` counts them. Calls that torch makes
+    internally (``torch.autograd.functional``) are not recorded as sites, and a call through
+    an early-bound name that passes ``create_graph=True`` is not recorded either (the engine
+    gets one flag for both), though all of them count as later uses of recorded graphs.
+
+    Reads of saved tensors outside a backward pass (``grad_fn._saved_result``,
+    ``ctx.saved_tensors``) cannot be hooked; where the program's code has one, a site that
+    nothing else reused is "could not tell: kept", never "not needed".
     """
 
     def __init__(self):
@@ -73,6 +82,11 @@ class audit:
                 raise RuntimeError("retaincheck.audit() is already active; audits do not nest")
             self._session = Session()
             _ACTIVE.append(self._session)
+        import sys
+
+        caller = sys._getframe(1).f_code.co_filename  # the code that runs the block
+        self._session.files.add(caller)
+        self._session.modules_before = set(sys.modules)
         try:
             self._session.install()
         except BaseException:
@@ -87,9 +101,25 @@ class audit:
             session.uninstall()
             report = session.report
             report.calls.sort(key=lambda c: (c.file, c.line))
+            _mark_unseen_reads(session)
             if exc_type is not None:
                 report.mark_stopped(exc if exc is not None else exc_type())
         finally:
             with LOCK:
                 _ACTIVE.clear()
         return None
+
+
+def _mark_unseen_reads(session: Session) -> None:
+    """Sites nothing reused become "could not tell: kept" when the program's code reads saved
+    tensors outside a backward pass (see ``_reads``)."""
+    open_sites = [c for c in session.report.calls if not c.needed and not c.history_leak]
+    if not open_sites:
+        return
+    from ._reads import reads_in
+
+    files = set(session.files)
+    files.update(site[3] for site in session.sites.values())
+    reads = reads_in(files, session.modules_before)
+    for record in open_sites:
+        record.unseen_reads = list(reads)

@@ -5,7 +5,10 @@ Only a site whose verdict is "not needed" in a run that completed is changed, an
 its source line holds exactly one call with the keyword argument ``retain_graph=True``
 (the literal ``True``). Every other site is kept, with a one-line reason. Each change is
 checked before it is offered: the new source must parse to the same Python syntax tree as the
-old one minus that one keyword argument, and keep every comment.
+old one minus that one keyword argument, and keep every comment. Then the changes are proven
+(``_proof``): the program is rerun with them applied, and ``--write`` writes only when that
+rerun completed as the audited run did; otherwise every file stays byte for byte as it was.
+``--skip-proof`` skips the rerun and marks the changes "unproven".
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ def refusal(record, completed: bool, status: int = 0) -> str | None:
         by = ", ".join(record.reused_by) or "?"
         times = f" in {reused} of {record.executions} runs" if record.executions > 1 else ""
         return f"kept: needed (walked again{times} by {by})"
+    reads = getattr(record, "unseen_reads", None)
+    if reads:
+        return f"kept: could not tell (saved tensors are read at {reads[0]})"
     if getattr(record, "history_leak", False):
         return "kept: needed only because history leaks (detach the carried-over state first)"
     if getattr(record, "create_graph", False):
@@ -215,8 +221,10 @@ def _diff(old: bytes, new: bytes, name: str) -> str:
 
 
 def fix(report, completed: bool, status: int = 0, *, write: bool = False,
-        dirs: list[str] | None = None) -> str:
-    """Plan (and with ``write``, apply) the removals; the text ``--fix`` prints."""
+        dirs: list[str] | None = None, program=None, skip_proof: bool = False) -> str:
+    """Plan, prove (rerun ``program``, a ``_proof.Program``, with the changes) and with
+    ``write`` apply the removals; the text ``--fix`` prints. Without a ``program`` or with
+    ``skip_proof`` the changes are "unproven"."""
     dirs = list(dirs or [])
     sites = [_Site(record, refusal(record, completed, status)) for record in report.calls]
     for site in sites:
@@ -226,7 +234,7 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
     for site in sites:
         if site.reason is None:
             by_file.setdefault(os.path.realpath(site.path), []).append(site)
-    diffs, changed = [], 0
+    diffs, changed, edits = [], 0, {}
     for path, file_sites in by_file.items():
         with open(path, "rb") as f:
             old = f.read()
@@ -243,31 +251,53 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
                 changed += 1
         if new != old:
             diffs.append(_diff(old, new, file_sites[0].record.file))
-            if write:
-                tmp = f"{path}.retaincheck-tmp"
-                with open(tmp, "wb") as f:
-                    f.write(new)
-                try:
-                    shutil.copymode(path, tmp)
-                except OSError:
-                    pass
-                os.replace(tmp, path)
+            edits[path] = (new, [s for s in file_sites if s.reason is None])
     if not sites:
         return "retaincheck --fix: nothing to fix (no call used retain_graph=True)\n"
+    proof = None
+    if edits and program is not None and not skip_proof:
+        from ._proof import prove
+
+        proof = prove({path: new for path, (new, _) in edits.items()}, program)
+        if not proof.proven:
+            for _, changed_sites in edits.values():
+                for site in changed_sites:
+                    site.reason = (
+                        "kept: the rerun without retain_graph=True failed, so the verdict "
+                        "was wrong here (please report it)" if changed == 1 else
+                        f"kept: the rerun with all {changed} changes failed"
+                    )
+    if write and (proof is None or proof.proven):
+        for path, (new, _) in edits.items():
+            tmp = f"{path}.retaincheck-tmp"
+            with open(tmp, "wb") as f:
+                f.write(new)
+            try:
+                shutil.copymode(path, tmp)
+            except OSError:
+                pass
+            os.replace(tmp, path)
     files = sum(1 for d in diffs if d)
     what = f"{changed} change{'s' if changed != 1 else ''} in {files} file"
     what += "s" if files != 1 else ""
-    if changed and write:
-        head = f"retaincheck --fix: wrote {what}"
+    if proof is None:
+        how = "unproven (--skip-proof: no rerun checked it)" if skip_proof else "unproven"
+    else:
+        how = f"proven: {proof.reason}" if proof.proven else f"NOT proven: {proof.reason}"
+    if changed and proof is not None and not proof.proven:
+        head = f"retaincheck --fix: nothing written; {what}, {how}"
+    elif changed and write:
+        head = f"retaincheck --fix: wrote {what}, {how}"
     elif changed:
-        head = f"retaincheck --fix: {what} (not written; add --write to apply)"
+        head = f"retaincheck --fix: {what}, {how} (not written; add --write to apply)"
     else:
         head = "retaincheck --fix: nothing to change"
     width = max(len(s.record.site) for s in sites)
     lines = [head]
     for site in sites:
         done = "removed" if write else "remove"
-        action = site.reason or f"{done} retain_graph=True (not needed in a completed run)"
+        tail = "" if proof is not None else ", unproven"
+        action = site.reason or f"{done} retain_graph=True (not needed in a completed run{tail})"
         lines.append(f"  {site.record.site:<{width}}  {action}")
     text = "\n".join(lines) + "\n"
     if diffs:

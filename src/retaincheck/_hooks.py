@@ -27,6 +27,7 @@ import threading
 import weakref
 
 from . import _suggest as notes
+from ._between import grads_touched_between
 from ._report import CallRecord, Report
 from ._sizes import distinct_bytes, saved_tensor_names, saved_tensors, storage_key
 
@@ -89,7 +90,7 @@ class _Tag:
 class Call:
     __slots__ = (
         "record", "kind", "key", "index", "retaining", "keeps", "executed", "epochs", "steps",
-        "rows", "pair", "grew",
+        "rows", "pair", "grew", "entered", "where",
     )
 
     def __init__(self, record, kind, key, index, retaining, keeps, steps):
@@ -105,6 +106,8 @@ class Call:
         self.rows = None  # (outputs, inputs) weak refs, for grad() with grad_outputs
         self.pair: Call | None = None  # the last earlier call whose reuse this call recorded
         self.grew = False  # this call added a node to those its record keeps
+        self.entered = False  # it reached the engine (see Session.engine_call)
+        self.where: tuple | None = None  # the call's user frames (Session.chain)
 
 
 class Session:
@@ -135,6 +138,16 @@ class Session:
         self.display: dict = {}
         self.sites: dict = {}  # (code object, line) -> its site
         self.originals: dict[str, object] = {}
+        ag = torch.autograd
+        self.entry_codes = {  # the frames between a caller and the engine
+            getattr(f, "__code__", None)
+            for f in (ag.backward, ag.grad, getattr(ag.graph, "_engine_run_backward", None))
+        }
+        self.engine = None  # the engine the audit stands in front of, while installed
+        self.between: dict = {}  # (retaining site, reusing site) -> grads touched between
+        self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
+        self.modules_before: set[str] | None = None  # modules imported before the audit
+        self.stack_codes: set = set()  # code objects seen on retaining calls' stacks
 
     # -- patching ---------------------------------------------------------------------------
     def install(self):
@@ -143,6 +156,9 @@ class Session:
             original = getattr(ag, name)
             self.originals[name] = original
             setattr(ag, name, self._wrap(original, kind))
+        variable = ag.variable.Variable
+        self.engine = variable._execution_engine
+        variable._execution_engine = _Engine(self.engine, self)
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -150,10 +166,43 @@ class Session:
         except Exception:  # an older torch: steps are not seen, suggestions stay conditional
             self.step_handle = None
 
+    def engine_call(self, run_backward, args, kwargs):
+        """Every backward pass Python starts ends here (``torch/autograd/graph.py``,
+        ``_engine_run_backward``: ``Variable._execution_engine.run_backward``, which both
+        ``torch.autograd.backward`` and ``torch.autograd.grad`` call). A call that came through
+        the wrappers is already on the stack and goes straight on; any other (a name bound
+        before the audit began: ``from torch.autograd import grad`` in a module imported
+        earlier, ``g = torch.autograd.grad`` at import time) is audited here, from the
+        engine's own arguments."""
+        stack = self.stack
+        if stack and not stack[-1].entered:
+            stack[-1].entered = True
+            return run_backward(*args, **kwargs)
+        arguments = dict(zip(_ENGINE_POS, args, strict=False))
+        arguments.update(kwargs)
+        kind = "backward" if arguments.get("accumulate_grad", True) else "grad"
+        keep = bool(arguments.get("keep_graph"))
+        create = bool(arguments.get("create_graph"))
+        roots_arg = "tensors" if kind == "backward" else "outputs"
+        seen = {
+            roots_arg: arguments.get("tensors"),
+            "inputs": arguments.get("inputs") or None,
+            "create_graph": create,
+            # retain_graph=None with create_graph=True reads the same here: such a call keeps
+            # the graph but is not recorded as a retain_graph=True site
+            "retain_graph": keep if not create else None,
+        }
+        return self.run(
+            run_backward, kind, args, kwargs, seen, roots_arg, keep and not create, engine=True
+        )
+
     def _stepped(self, *args):
         self.steps += 1
 
     def uninstall(self):
+        if self.engine is not None:
+            self.torch.autograd.variable.Variable._execution_engine = self.engine
+            self.engine = None
         ag = self.torch.autograd
         for name, original in self.originals.items():
             setattr(ag, name, original)
@@ -245,7 +294,7 @@ class Session:
             self.code_kind[code] = kind
         return kind
 
-    def caller(self):
+    def caller(self, engine=False):
         """(frame, user) of the code that called backward/grad."""
         frame = sys._getframe(2)
         while frame is not None:
@@ -253,8 +302,23 @@ class Session:
             if kind == 0:  # retaincheck itself, Tensor.backward and torch's dispatch
                 frame = frame.f_back
                 continue
+            if engine and kind == 1 and frame.f_code in self.entry_codes:
+                frame = frame.f_back  # torch.autograd.backward/grad on their way to the engine
+                continue
             return frame, kind == 2  # kind 1: called by torch itself (autograd.functional)
         return None, False
+
+    def chain(self, frame, depth: int = 12) -> tuple:
+        """The user frames from the call outwards: ((file name, line, first line), ...)."""
+        found = []
+        while frame is not None and len(found) < depth:
+            code = frame.f_code
+            if self._kind_of(code) == 2:
+                found.append((code.co_filename, frame.f_lineno, code.co_firstlineno))
+                if code.co_name == "<module>":
+                    break  # a module's top level: what called it runs nothing in between
+            frame = frame.f_back
+        return tuple(found)
 
     def display_path(self, filename: str) -> str:
         cwd = os.getcwd()
@@ -275,13 +339,13 @@ class Session:
             self.sites[cache_key] = site
         return site
 
-    def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit):
-        frame, user = self.caller()
+    def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit, engine=False):
+        self.report.backward_calls += 1
+        frame, user = self.caller(engine)
         if frame is not None:
             key, key_text, function, filename = self.site_of(frame)
         else:
             key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
-        del frame
         record = None
         retaining = explicit and user
         if retaining:
@@ -307,6 +371,19 @@ class Session:
             if retaining:
                 starts.append(self.seq_nr())
         call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
+        call.entered = engine
+        if retaining:  # the files on its stack are searched for saved-tensor reads at the end
+            f = frame
+            codes = self.stack_codes
+            while f is not None:
+                code = f.f_code
+                if code not in codes:
+                    codes.add(code)
+                    self.files.add(code.co_filename)
+                f = f.f_back
+        if kind == "backward" and user and self.records:
+            # for what runs between a retaining backward() and its reuse: may they be summed?
+            call.where = self.chain(frame)
         roots = arguments.get(roots_arg)
         if retaining:
             # Hook the graph BEFORE the call runs: its own pass shows which nodes it executes,
@@ -320,10 +397,13 @@ class Session:
                     _refs(arguments.get("inputs")),
                     arguments.get("grad_outputs") is not None,
                 )
+        del frame
         self.stack.append(call)
         try:
             result = original(*args, **kwargs)
         except BaseException:
+            if record is not None and call.epochs is not None and len(call.epochs) >= 2:
+                record.history_leak = True  # seen before the pass raised: still a leak
             call.executed = []  # tags refer to the call (tag.last): never the other way round
             call.pair = call.epochs = None
             raise
@@ -406,8 +486,28 @@ class Session:
                 record.notes.add(_grad_pattern(prev.rows, call.rows))
         else:
             record.notes.add(notes.OTHER_GRAD if call.kind == "grad" else notes.OTHER_BACKWARD)
+        if (
+            call is not None
+            and call.where is not None
+            and prev.where is not None
+            and notes.GRAD_BETWEEN not in record.notes
+        ):
+            pair = (prev.where, call.where)
+            touched = self.between.get(pair)
+            if touched is None:
+                touched = self.between[pair] = grads_touched_between(*pair)
+            if touched:
+                record.notes.add(notes.GRAD_BETWEEN)
         if prev is not call and self.steps != prev.steps:
             record.notes.add(notes.STEP_BETWEEN)
+            if call is not None and call.record is record:
+                # A later run of this line walked a graph that an earlier run walked before
+                # an optimizer step: state carried across a training iteration. Without
+                # the step the epochs show it (below); with it, a plain or foreach step
+                # bumps the saved parameters' versions and the reusing run raises before a
+                # third run can show two epochs, and a fused one changes them silently.
+                record.history_leak = True
+                record.notes.add(notes.LEAK_ACROSS_STEP)
 
     # -- graphs -------------------------------------------------------------------------------
     def single_root(self, roots) -> bool:
@@ -521,6 +621,28 @@ class Session:
         total = distinct_bytes(everyone)
         if total > self.report.total_retained_bytes:
             self.report.total_retained_bytes = total
+
+
+_ENGINE_POS = (
+    "tensors", "grad_tensors", "keep_graph", "create_graph", "inputs", "allow_unreachable",
+    "accumulate_grad",
+)
+
+
+class _Engine:
+    """Stands in for ``Variable._execution_engine`` while an audit is active: ``run_backward``
+    goes through the session, everything else (``queue_callback``, ``is_checkpoint_valid``)
+    to the engine itself."""
+
+    def __init__(self, engine, session: Session):
+        self._engine = engine
+        self._session = session
+
+    def run_backward(self, *args, **kwargs):
+        return self._session.engine_call(self._engine.run_backward, args, kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
 
 
 def _refs(tensors):

@@ -58,6 +58,10 @@ class CallRecord:
     run_completed: bool = True
     """False when the audited run stopped early (see [`Report.completed`][retaincheck.Report]);
     a site nothing reused is then ``"not needed so far (run stopped early)"``."""
+    unseen_reads: list[str] = field(default_factory=list)
+    """``file:line`` of code that reads saved tensors outside a backward pass
+    (``grad_fn._saved_result``, ``ctx.saved_tensors``): the audit cannot see which graph it
+    read, so a site nothing else reused is ``"could not tell: kept"``, never ``"not needed"``."""
     notes: set[str] = field(default_factory=set, repr=False)
     """How the graph was reused (by another line, by the same line, after an optimizer step,
     ...): what the suggestion is fitted to."""
@@ -70,8 +74,9 @@ class CallRecord:
     @property
     def verdict(self) -> str:
         """``"needed"``, ``"not needed"`` (proven by a completed run), ``"not needed so far (run
-        stopped early)"``, ``"needed only because history leaks"`` or ``"did not complete"``
-        (every execution of the call raised)."""
+        stopped early)"``, ``"needed only because history leaks"``, ``"could not tell: kept"``
+        (the program reads saved tensors where the audit cannot see which graph) or ``"did not
+        complete"`` (every execution of the call raised)."""
         return _verdicts.verdict(self)
 
     @property
@@ -96,6 +101,7 @@ class CallRecord:
             "history_leak": self.history_leak,
             "create_graph": self.create_graph,
             "reused_by": list(self.reused_by),
+            "unseen_reads": list(self.unseen_reads),
             "suggestion": self.suggestion,
         }
 
@@ -124,6 +130,11 @@ class Report:
     """The most bytes all sites' retained graphs held at one moment, each storage counted once
     however many sites kept it (the per-site figures count a shared storage in each site)."""
 
+    backward_calls: int = 0
+    """How many ``backward``/``grad`` calls the audit saw, with or without ``retain_graph``,
+    however they were reached (``Tensor.backward``, ``torch.autograd.backward``/``grad``, a
+    name bound before the audit began)."""
+
     def mark_stopped(self, exc: BaseException | None) -> None:
         """Record that the audited run ended with ``exc`` (as ``audit`` does when its block
         raises); for code that catches the exception inside the block itself.
@@ -146,6 +157,7 @@ class Report:
             "completed": self.completed,
             "stopped_by": self.stopped_by,
             "total_retained_bytes": self.total_retained_bytes,
+            "backward_calls": self.backward_calls,
             "calls": [c.to_dict() for c in self._sorted()],
         }
 
@@ -183,6 +195,12 @@ class Report:
                 verdict += f": walked again by {', '.join(c.reused_by)}"
                 if c.executions > 1:
                     verdict += f" (reused in {c.reused_executions} of {c.executions} runs)"
+            elif c.verdict == _verdicts.COULD_NOT_TELL:
+                verdict += (
+                    ": no later backward() or grad() walked this graph, but saved tensors are "
+                    f"read at {', '.join(c.unseen_reads[:3])}"
+                    + (f" and {len(c.unseen_reads) - 3} more" if len(c.unseen_reads) > 3 else "")
+                )
             elif not c.needed:
                 verdict += ": no later backward() or grad() walked this graph"
             lines.append(f"    verdict: {verdict}")

@@ -10,6 +10,8 @@ OTHER_GRAD = "reused by another grad() line"
 SELF = "reused by a later run of the same line"
 UNSEEN = "reused by a call the audit could not name"
 STEP_BETWEEN = "an optimizer step ran between the retaining run and the reuse"
+GRAD_BETWEEN = "the code between the retaining run and the reuse reads, zeroes or steps a gradient"
+LEAK_ACROSS_STEP = "a later run of the same line walked a graph built before an optimizer step"
 ROWS = "the reusing runs had the same outputs and inputs and their own grad_outputs"
 SAME_OUTPUTS = "the reusing runs had the same outputs and other inputs"
 GIVEN_GRADIENT = "the retaining backward() was given its own gradient"
@@ -28,6 +30,12 @@ def suggestion(record) -> str:
         return (
             "detach the hidden state (or running value) you carry into the next iteration, "
             "e.g. h = h.detach(), then remove retain_graph=True"
+        )
+    if verdict == v.COULD_NOT_TELL:
+        return (
+            "keep it: the program reads saved tensors (grad_fn._saved_*, ctx.saved_tensors) "
+            f"at {record.unseen_reads[0]}, which the audit cannot tie to a graph; without "
+            "the flag that read raises once backward() has freed them"
         )
     if verdict == v.NOT_NEEDED_SO_FAR:
         return (
@@ -61,6 +69,20 @@ def suggestion(record) -> str:
                 "torch.autograd.grad(out, inputs, grad_outputs=rows, is_grads_batched=True) "
                 "computes them all in one call"
             )
+        if STEP_BETWEEN in notes:
+            return (
+                "keep it: an optimizer step ran between this backward() and the one that "
+                "reused the graph (as in a GAN's D and G updates), so the losses cannot "
+                "simply be summed. A check only you can make: if the first loss must not "
+                "train the shared part, it may see a detached copy (e.g. D(fake.detach())) "
+                "and the flag can go; if its gradient must reach that part, keep both"
+            )
+        if GRAD_BETWEEN in notes:
+            return (
+                "keep it: the code between this backward() and the one that reuses its graph "
+                "reads, zeroes or steps with a gradient (.grad, zero_grad(), step()), so the "
+                "losses cannot be summed into one backward()"
+            )
         if SELF in notes:
             # Later runs of this line walked it: several losses of one forward pass (loss
             # modules, one loss per layer), or state carried across iterations that the
@@ -69,15 +91,9 @@ def suggestion(record) -> str:
                 "keep it if these backward() calls reuse one forward pass on purpose: if the "
                 "gradients are only added (no zero_grad(), optimizer step or gradient read in "
                 "between), sum the losses and call backward() once; if instead a hidden state "
-                "or running total is carried into the next iteration, detach it "
-                "(h = h.detach()) and drop the flag"
-            )
-        if STEP_BETWEEN in notes:
-            return (
-                "keep it: an optimizer step ran between this backward() and the one that "
-                "reused the graph (as in a GAN's D and G updates), so the losses cannot "
-                "simply be summed; if the first loss should not reach the shared part, "
-                "detach() it there (e.g. D(fake.detach())) and drop the flag"
+                "or running total is carried into the next iteration and its gradient need "
+                "not flow back into earlier iterations (a check only you can make), detach "
+                "it (h = h.detach()) and drop the flag"
             )
         return (
             "keep it, or, if the gradients are only added (no zero_grad(), optimizer step or "

@@ -13,6 +13,9 @@
 * **needed only because history leaks**: a later run of the same line reused nodes built in
   two different iterations (before and after an earlier run of the line): a hidden state or
   running value carried across iterations without ``detach()``.
+* **could not tell: kept**: no later pass reused it, but the program reads saved tensors
+  outside a backward pass (``grad_fn._saved_result``, ``ctx.saved_tensors``; see ``_reads``),
+  where the audit cannot see which graph is read: keep the flag.
 * **not needed**: nothing reused it, and the audited run completed.
 * **not needed so far (run stopped early)**: nothing reused it, but the run stopped early
   (an exception, ``KeyboardInterrupt``, ``SystemExit`` with a non-zero code), so a reuse
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 NEEDED = "needed"
 LEAK = "needed only because history leaks"
+COULD_NOT_TELL = "could not tell: kept"
 NOT_NEEDED = "not needed"
 NOT_NEEDED_SO_FAR = "not needed so far (run stopped early)"
 DID_NOT_COMPLETE = "did not complete"
@@ -36,6 +40,8 @@ def verdict(record) -> str:
         return LEAK
     if record.needed:
         return NEEDED
+    if record.unseen_reads:
+        return COULD_NOT_TELL
     return NOT_NEEDED if record.run_completed else NOT_NEEDED_SO_FAR
 
 

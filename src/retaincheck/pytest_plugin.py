@@ -4,7 +4,11 @@ Installed with the package (entry point ``pytest11``) and off unless asked for:
 
 * ``--retaincheck`` runs each test (its fixtures' setup and teardown included) inside
   [`audit`][retaincheck.audit] and ends the run with a "retaincheck" section listing every
-  ``retain_graph=True`` call site found not needed, with the tests that showed it.
+  ``retain_graph=True`` call site found not needed, with the tests that showed it, and how
+  many tests and ``backward``/``grad`` calls were audited. Every call is seen whatever the
+  import style (``from torch.autograd import grad`` in a test module or a conftest helper,
+  ``import torch.autograd as ag``, ``g = torch.autograd.grad`` at import time): the audit
+  stands in front of the engine's entry point, ``Variable._execution_engine.run_backward``.
 * ``--retaincheck-fail`` does the same and makes a run whose tests all passed exit with
   status 6 when such a site was found.
 
@@ -71,6 +75,7 @@ class _Plugin:
         self.fail = config.getoption("retaincheck_fail")
         self.sites: dict[str, dict] = {}  # site -> what the tests found there
         self.audited = 0
+        self.calls = 0  # backward()/grad() calls seen in the audited tests
         self.unaudited: list[str] = []
 
     # -- in the process that runs the test (a worker under xdist) ---------------------------
@@ -116,6 +121,7 @@ class _Plugin:
                 "marked": item.get_closest_marker("no_retaincheck") is not None,
                 "completed": bool(completed),
                 "calls": [c.to_dict() for c in report.calls] if report is not None else [],
+                "backward_calls": getattr(report, "backward_calls", 0) if report is not None else 0,
             }
             rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
         return rep
@@ -131,6 +137,7 @@ class _Plugin:
                 self.unaudited.append(report.nodeid)
             return
         self.audited += 1
+        self.calls += data.get("backward_calls", 0)
         for call in data["calls"]:
             site = self.sites.setdefault(
                 f"{call['file']}:{call['line']}",
@@ -154,7 +161,10 @@ class _Plugin:
         tr = terminalreporter
         tr.write_sep("=", "retaincheck")
         unneeded = self.unneeded()
-        n_tests = f"{self.audited} test{'s' if self.audited != 1 else ''} audited"
+        n_tests = (
+            f"{self.audited} test{'s' if self.audited != 1 else ''} audited, "
+            f"{self.calls} backward()/grad() call{'s' if self.calls != 1 else ''} seen"
+        )
         if not unneeded:
             tr.write_line(f"no retain_graph=True found not needed ({n_tests})")
         else:

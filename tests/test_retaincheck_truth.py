@@ -1,0 +1,152 @@
+"""Issue 27's cases, each verdict checked against the truth found by switching the flag off.
+
+Each fixture in ``tests/fixtures/retaincheck/truth/`` has one ``retain_graph=True`` tagged
+``# site: <name>``. As in test_retaincheck_real_code.py, the truth is re-derived every run: the
+same script with that flag switched to ``retain_graph=False``; if that raises "backward
+through the graph a second time" or changes the outcome (its results, or the error that
+stops it), the flag is needed. The audit's verdict and label are asserted, and "not needed"
+where the flag is needed must never happen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from test_retaincheck_real_code import NEEDED, NOT_NEEDED, same, sites
+
+import retaincheck
+
+FIXTURES = Path(__file__).parent / "fixtures" / "retaincheck" / "truth"
+EARLY_GRAD = torch.autograd.grad  # bound at import, before any audit
+LEAK, COULD_NOT_TELL = "needed only because history leaks", "could not tell: kept"
+
+# fixture -> (truth, verdict, completed)
+EXPECTED = {
+    "saved_read.py": (NEEDED, COULD_NOT_TELL, True),  # item 1: grad_fn._saved_result
+    "saved_read_ctx.py": (NEEDED, COULD_NOT_TELL, True),  # item 1: ctx.saved_tensors outside
+    "custom_function_not_needed.py": (NOT_NEEDED, NOT_NEEDED, True),  # its own backward only
+    "node_called_directly.py": (NEEDED, COULD_NOT_TELL, True),  # item 1: y.grad_fn(g)
+    "early_bound_grad.py": (NEEDED, NEEDED, True),  # item 3: a name bound before the audit
+    "rnn_step_plain.py": (NEEDED, LEAK, False),  # item 4: the step's in-place error stops it
+    "rnn_step_fused.py": (NEEDED, LEAK, True),  # item 4: a fused step, no error
+    "grad_read_between.py": (NEEDED, NEEDED, True),  # item 5: x.grad read between the calls
+    "copy_slices.py": (NEEDED, NEEDED, True),  # item 6: CopySlices holds saved tensors
+}
+
+
+def run(path: Path, source: str | None = None, audited: bool = False):
+    """(results or the exception that stopped the script, report)."""
+    source = path.read_text(encoding="utf-8") if source is None else source
+    code = compile(source, str(path), "exec")
+    namespace = {"__name__": "__main__", "__file__": str(path), "EARLY_GRAD": EARLY_GRAD}
+    torch.manual_seed(0)
+    report = None
+    try:
+        if audited:
+            with retaincheck.audit() as report:
+                exec(code, namespace)
+        else:
+            exec(code, namespace)
+        outcome = [t.detach().clone() if t is not None else None for t in namespace["result"]]
+    except Exception as exc:  # noqa: BLE001  (the outcome to compare)
+        outcome = exc
+    return outcome, report
+
+
+def truth(path: Path, baseline) -> str:
+    source = path.read_text(encoding="utf-8")
+    assert source.count("retain_graph=True") == 1, path.name
+    outcome, _ = run(path, source.replace("retain_graph=True", "retain_graph=False"))
+    if isinstance(outcome, RuntimeError) and "backward through the graph a second time" in str(
+        outcome
+    ):
+        return NEEDED
+    return NOT_NEEDED if same(outcome, baseline) else NEEDED
+
+
+def test_every_fixture_has_an_expectation():
+    assert sorted(p.name for p in FIXTURES.glob("*.py")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_verdict_and_label_match_the_truth(name):
+    path = FIXTURES / name
+    baseline, _ = run(path)
+    audited, report = run(path, audited=True)
+    assert same(baseline, audited), "the audit changed the outcome"
+    want_truth, want_verdict, completed = EXPECTED[name]
+    got_truth = truth(path, baseline)
+    (call,) = report.calls
+    assert call.line == next(iter(sites(path).values()))
+    assert not (got_truth == NEEDED and call.verdict.startswith("not needed")), report.format()
+    assert (got_truth, call.verdict) == (want_truth, want_verdict), report.format()
+    assert report.completed == completed
+    assert (call.verdict in (NEEDED, LEAK)) == call.needed
+    if want_verdict == LEAK:
+        assert call.history_leak and "h = h.detach()" in call.suggestion
+        assert f"NEEDED ONLY BECAUSE HISTORY LEAKS: walked again by {call.site}" in report.format()
+    if want_verdict == COULD_NOT_TELL:
+        assert call.unseen_reads == [f"{call.file}:{call.line + 1}"]
+        assert f"COULD NOT TELL: KEPT: no later backward() or grad() walked this graph, but " \
+               f"saved tensors are read at {call.file}:{call.line + 1}" in report.format()
+        assert call.to_dict()["verdict"] == COULD_NOT_TELL
+
+
+def test_no_sum_is_offered_where_a_gradient_is_read_between_the_calls(tmp_path):
+    _, report = run(FIXTURES / "grad_read_between.py", audited=True)
+    (call,) = report.calls
+    assert "sum the losses" not in call.suggestion, call.suggestion
+    assert "reads, zeroes or steps with a gradient" in call.suggestion
+    # the same two losses with nothing between them: summing is offered, on its condition
+    source = (FIXTURES / "grad_read_between.py").read_text(encoding="utf-8")
+    plain = source.replace("step = 0.1 * x.grad.sign()", "step = 0.1 * x.detach().sign()")
+    plain = plain.replace("x.grad = None\n", "")
+    (tmp_path / "plain.py").write_text(plain, encoding="utf-8")  # the source is read back
+    _, report = run(tmp_path / "plain.py", audited=True)
+    assert "sum the losses" in report.calls[0].suggestion
+
+
+def test_a_detach_hint_is_a_check_the_user_makes():
+    """gan_step.py: the generator loss must train the generator through D; a detach() there is
+    only offered as a check, never as the fix."""
+    gan = Path(__file__).parent / "fixtures" / "retaincheck" / "gan_step.py"
+    _, report = run(gan, gan.read_text(encoding="utf-8") + "result = []\n", audited=True)
+    text = report.calls[0].suggestion
+    assert "sum the losses" not in text
+    assert "A check only you can make: if the first loss must not train the shared part" in text
+
+
+def test_the_search_for_reads_is_what_makes_saved_read_safe(monkeypatch):
+    """Without the search for saved-tensor reads the audit says "not needed" on saved_read.py,
+    where the flag is needed: the rule is what this test guards."""
+    import retaincheck._reads as reads
+
+    monkeypatch.setattr(reads, "lines_reading_saved_tensors", lambda source: ())
+    monkeypatch.setattr(reads, "_cache", {})
+    _, report = run(FIXTURES / "saved_read.py", audited=True)
+    assert report.calls[0].verdict == NOT_NEEDED
+
+
+def test_a_leak_seen_before_the_pass_raises_is_still_a_leak():
+    """The third chunk's backward reuses chunks 1 and 2 (two iterations: a leak), then a hook
+    raises (standing for an out-of-memory error) before the pass returns."""
+    cell = torch.nn.RNNCell(3, 5)
+    h = torch.zeros(2, 5)
+    fired = []
+
+    def hook(grad):
+        fired.append(None)
+        if len(fired) == 3:
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"), retaincheck.audit() as report:
+        for chunk in range(4):
+            for t in range(3):
+                h = cell(torch.randn(2, 3), h)
+                if chunk == 0 and t == 0:
+                    h.register_hook(hook)
+            h.pow(2).mean().backward(retain_graph=True)
+    (call,) = report.calls
+    assert (call.executions, call.verdict) == (2, LEAK)
