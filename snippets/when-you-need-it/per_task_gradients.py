@@ -21,7 +21,7 @@ dot = flat_a.dot(flat_b)
 print("g_a . g_b =", round(dot.item(), 4))
 if dot < 0:
     flat_a = flat_a - dot / flat_b.dot(flat_b) * flat_b  # (4)!
-print("after projection:", round(abs(flat_a.dot(flat_b).item()), 4))
+print("after_projection | g_a . g_b:", round(abs(flat_a.dot(flat_b).item()), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
