@@ -10,7 +10,7 @@ y = torch.randn(2, 1)
 h = (x @ W1).relu()
 loss = ((h @ W2) - y).pow(2).mean()
 pow_node = loss.grad_fn.next_functions[0][0]  # (1)!
-print("ReluBackward0._saved_result is h:", torch.equal(h.grad_fn._saved_result, h))  # (2)!
+print("ReluBackward0._saved_result == h:", torch.equal(h.grad_fn._saved_result, h))  # (2)!
 W1_before, W2_before = W1.detach().clone(), W2.detach().clone()
 loss.backward()  # (3)!
 
