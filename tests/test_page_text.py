@@ -401,7 +401,9 @@ def test_sentences_we_printed_are_found(tmp_path):
     assert sentences_we_printed(out) == ["a third pass:"]
     out.write_text("error: Trying to backward through the graph\n")
     assert sentences_we_printed(out) == []
-    snippet.write_text('print("error:", "Trying to backward through")\n')
+    snippet.write_text('print("error:", "Trying to backward through")\n')  # our words
+    assert sentences_we_printed(out) == ["Trying to backward through the graph"]
+    snippet.write_text('message = read_notes()\nprint("error:", message)\n')  # caught nothing
     assert sentences_we_printed(out) == ["Trying to backward through the graph"]
 
 
