@@ -17,7 +17,7 @@ for step in range(1, 4):
 
 w.grad = None  # (3)!
 loss_fn().backward()
-print("w.grad = None; step: 1 | w.grad / one:", (w.grad / one).round())
+print("w.grad = None | step: 1 | w.grad / one:", (w.grad / one).round())
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
