@@ -250,8 +250,9 @@ def test_the_page_snippet_reproduces_the_benchmark():
     out = (ROOT / "snippets" / "benchmarks" / "memory_of_one_step.out").read_text()
     shown = {
         m[1]: (int(m[2]), int(m[3]))
-        for m in re.finditer(r"^(\w+)\s+peak\s+(\d+) B\s+held after the step\s+(\d+) B$",
-                             out, flags=re.M)
+        for m in re.finditer(
+            r"^(\w+)\s+\| peak:\s+(\d+) B \| held_after_step:\s+(\d+) B$", out, flags=re.M
+        )
     }
     # The page's lesson shows three strategies; its proof asserts that recomputing holds what
     # the summed backward holds and that torch.autograd.grad per loss holds what retaining holds.

@@ -10,9 +10,9 @@ x = torch.randn(16, 4)
 hidden = layer1(x).tanh()
 loss = layer2(hidden).pow(2).mean()
 g_hidden, *g_params = torch.autograd.grad(loss, [hidden, *params])  # (1)!
-print("activation gradient:", tuple(g_hidden.shape), "norm", round(g_hidden.norm().item(), 4))
-print("parameter gradients:", [tuple(g.shape) for g in g_params])
-print(".grad of every parameter still None:", all(p.grad is None for p in params))  # (2)!
+print("g_hidden.shape:", tuple(g_hidden.shape), "| norm:", round(g_hidden.norm().item(), 4))
+print("g_params_shapes:", [tuple(g.shape) for g in g_params])
+print("all_p.grad_None:", all(p.grad is None for p in params))  # (2)!
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

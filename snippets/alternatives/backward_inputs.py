@@ -8,9 +8,9 @@ x = torch.randn(16, 4, requires_grad=True)  # (1)!
 
 loss = (decoder(encoder(x).relu()) - x).pow(2).mean()
 loss.backward(inputs=[x, *encoder.parameters()])  # (2)!
-print("x.grad norm:", round(x.grad.norm().item(), 4))
-print("encoder.weight.grad norm:", round(encoder.weight.grad.norm().item(), 4))
-print("decoder .grad:", [p.grad for p in decoder.parameters()])  # (3)!
+print("x.grad_norm:", round(x.grad.norm().item(), 4))
+print("encoder.weight.grad_norm:", round(encoder.weight.grad.norm().item(), 4))
+print("decoder_grads:", [p.grad for p in decoder.parameters()])  # (3)!
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

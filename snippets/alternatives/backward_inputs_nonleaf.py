@@ -10,8 +10,8 @@ hidden = encoder(x).relu()  # (1)!
 loss = decoder(hidden).pow(2).mean()
 loss.backward(inputs=[hidden])  # (2)!
 params = [*encoder.parameters(), *decoder.parameters()]
-print("hidden.grad norm:", round(hidden.grad.norm().item(), 4))
-print("parameters given a gradient:", sum(p.grad is not None for p in params))
+print("hidden.grad_norm:", round(hidden.grad.norm().item(), 4))
+print("params_with_grad:", sum(p.grad is not None for p in params))
 print("hidden.retains_grad:", hidden.retains_grad)  # (3)!
 # --8<-- [end:lesson]
 

@@ -12,8 +12,8 @@ features.register_hook(lambda grad: calls.append(grad.clone()))  # (1)!
 loss1 = (head1(features) - y).pow(2).mean()
 loss2 = head2(features).abs().mean()
 torch.autograd.backward([loss1, loss2])  # (2)!
-print("hook calls on the shared activation:", len(calls))
-print("trunk's gradient norm:", round(trunk.weight.grad.norm().item(), 4))
+print("shared_hook_calls:", len(calls))
+print("trunk.weight.grad_norm:", round(trunk.weight.grad.norm().item(), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

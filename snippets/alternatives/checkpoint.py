@@ -9,8 +9,8 @@ x = torch.randn(32, 64, requires_grad=True)
 
 out = checkpoint(block, x, use_reentrant=False)  # (1)!
 out.pow(2).sum().backward()  # (2)!
-print(f"x.grad norm: {x.grad.norm().item():.4g}")
-print(f"first layer's gradient norm: {block[0].weight.grad.norm().item():.4g}")
+print(f"x.grad_norm: {x.grad.norm().item():.4g}")
+print(f"block[0].weight.grad_norm: {block[0].weight.grad.norm().item():.4g}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

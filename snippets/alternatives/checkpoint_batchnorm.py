@@ -27,7 +27,7 @@ def forward_then_recompute():  # (2)!
 out = checkpoint(model, x, use_reentrant=False, context_fn=forward_then_recompute)
 out.pow(2).mean().backward()
 print("num_batches_tracked:", model[1].num_batches_tracked.item())
-print("running_mean norm:", round(model[1].running_mean.norm().item(), 4))
+print("running_mean_norm:", round(model[1].running_mean.norm().item(), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -11,7 +11,7 @@ hidden = model[1](checkpoint(model[0], x, use_reentrant=False))  # (1)!
 out = checkpoint(model[2:], hidden, use_reentrant=False)
 out.pow(2).mean().backward()
 print("num_batches_tracked:", model[1].num_batches_tracked.item())
-print("running_mean norm:", round(model[1].running_mean.norm().item(), 4))
+print("running_mean_norm:", round(model[1].running_mean.norm().item(), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -14,11 +14,11 @@ fake = G(z)
 d_loss = bce(D(real), ones) + bce(D(fake.detach()), zeros)  # (1)!
 d_loss.backward()
 opt_D.step()
-print("D step wrote into G's .grad:", any(p.grad is not None for p in G.parameters()))
+print("d_step_wrote_G.grad:", any(p.grad is not None for p in G.parameters()))
 
 D.zero_grad()
 bce(D(fake), ones).backward()  # (2)!
-print("G's first-layer gradient norm:", round(G[0].weight.grad.norm().item(), 4))
+print("G[0].weight.grad_norm:", round(G[0].weight.grad.norm().item(), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

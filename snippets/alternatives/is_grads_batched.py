@@ -15,8 +15,8 @@ losses = torch.stack(
 eye = torch.eye(3)  # (1)!
 grads = torch.autograd.grad(losses, shared, grad_outputs=eye, is_grads_batched=True)  # (2)!
 per_task = torch.cat([g.flatten(start_dim=1) for g in grads], dim=1)  # (3)!
-print("per-task gradients:", tuple(per_task.shape))
-print("their norms:", *(f"{n:.4g}" for n in per_task.norm(dim=1).tolist()))
+print("per_task.shape:", tuple(per_task.shape))
+print("per_task_norms:", *(f"{n:.4g}" for n in per_task.norm(dim=1).tolist()))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -10,7 +10,7 @@ out = model(x)
 loss = nn.functional.mse_loss(out, y) + out.abs().mean()  # (1)!
 loss.backward()  # (2)!
 print("loss:", round(loss.item(), 4))
-print("first layer's gradient norm:", round(model[0].weight.grad.norm().item(), 4))
+print("model[0].weight.grad_norm:", round(model[0].weight.grad.norm().item(), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

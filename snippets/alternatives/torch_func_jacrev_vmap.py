@@ -14,7 +14,7 @@ x = torch.randn(3)
 jac = jacrev(f)(x)  # (2)!
 _, vjp_fn = vjp(f, x)
 (jac_vmap,) = vmap(vjp_fn)(torch.eye(4))  # (3)!
-print("Jacobian, shape", tuple(jac.shape))
+print("jac.shape:", tuple(jac.shape))
 for row in jac.tolist():
     print(*(f"{value:8.4g}" for value in row))
 # --8<-- [end:lesson]

@@ -26,8 +26,8 @@ first_loss = loss
 loss = criterion(net(inputs), labels)  # (4)!
 loss.backward()
 old, new = graph(first_loss.grad_fn), graph(loss.grad_fn)
-print("nodes built again:", len(new - old))
-print("nodes shared:", {type(n).__name__ for n in new & old})
+print("new_nodes:", len(new - old))
+print("shared_nodes:", {type(n).__name__ for n in new & old})
 # --8<-- [end:lesson]
 
 

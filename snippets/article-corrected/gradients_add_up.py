@@ -20,10 +20,10 @@ labels = torch.LongTensor([1, 0, 1])
 
 for step in (1, 2):
     criterion(net(inputs), labels).backward()  # (1)!
-    print(f"fc2.bias.grad after backward {step}:", net.fc2.bias.grad.numpy().round(4))
+    print(f"backward: {step} | fc2.bias.grad:", net.fc2.bias.grad.numpy().round(4))
 net.zero_grad()  # (2)!
 criterion(net(inputs), labels).backward()
-print("after zero_grad() and backward 3:", net.fc2.bias.grad.numpy().round(4))
+print("zero_grad(), backward: 3 | fc2.bias.grad:", net.fc2.bias.grad.numpy().round(4))
 # --8<-- [end:lesson]
 
 

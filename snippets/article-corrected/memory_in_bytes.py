@@ -27,7 +27,7 @@ for retain in (True, False):
         loss = nn.functional.cross_entropy(net(inputs), labels)
     before = held()
     loss.backward(retain_graph=retain)
-    print(f"retain_graph={retain}: {before} bytes saved, {held()} held after backward")
+    print(f"retain_graph={retain} | saved_bytes: {before} | held_after_backward: {held()}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

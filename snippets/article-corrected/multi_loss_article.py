@@ -23,7 +23,7 @@ loss1 = criterion1(net(inputs), labels1)  # (2)!
 loss1.backward()
 loss2 = criterion2(net(inputs), labels2)  # (3)!
 loss2.backward()
-print("forward passes:", len(calls))
+print("forward_passes:", len(calls))
 print("fc2.bias.grad:", net.fc2.bias.grad.numpy().round(4))
 # --8<-- [end:lesson]
 

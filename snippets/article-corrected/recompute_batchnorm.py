@@ -12,7 +12,7 @@ loss = nn.functional.cross_entropy(net(inputs), labels)
 loss.backward()
 for buffer, value in zip(net.buffers(), saved, strict=True):  # (2)!
     buffer.copy_(value)
-print("batches counted:", net[1].num_batches_tracked.item())
+print("num_batches_tracked:", net[1].num_batches_tracked.item())
 print("running_mean:", net[1].running_mean.numpy().round(4))
 # --8<-- [end:lesson]
 

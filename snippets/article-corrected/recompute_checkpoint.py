@@ -13,9 +13,9 @@ inputs, labels = torch.randn(3, 1000), torch.LongTensor([1, 0, 1])
 
 outputs = checkpoint(net, inputs, use_reentrant=False)  # (1)!
 loss = nn.functional.cross_entropy(outputs, labels)
-print("forward passes after the forward pass:", len(calls))
+print("forward_passes_after_forward:", len(calls))
 loss.backward()  # (2)!
-print("forward passes after the backward pass:", len(calls))
+print("forward_passes_after_backward:", len(calls))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -15,7 +15,7 @@ with torch.random.fork_rng(devices=devices, device_type=device.type):  # (2)!
     loss.backward()
 loss = nn.functional.cross_entropy(net(inputs), labels)  # (3)!
 loss.backward()
-print("the recompute drew the same dropout mask:", torch.equal(masks[0], masks[1]))
+print("same_dropout_mask:", torch.equal(masks[0], masks[1]))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -14,8 +14,8 @@ loss = nn.functional.cross_entropy(net(inputs), labels)
 loss.backward()  # (2)!
 loss = nn.functional.cross_entropy(net(inputs), labels)  # (3)!
 loss.backward()
-print("forward passes:", len(calls))
-print(f"first layer's gradient norm: {net[0].weight.grad.norm().item():.4g}")
+print("forward_passes:", len(calls))
+print(f"net[0].weight.grad_norm: {net[0].weight.grad.norm().item():.4g}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -24,8 +24,8 @@ inputs, labels = torch.randn(3, 10), torch.LongTensor([1, 0, 1])
 
 criterion(net(inputs), labels).backward()
 criterion(net(inputs), labels).backward()  # (3)!
-print("forward calls:", net.calls)
-print("feature bank entries:", len(net.feature_bank))
+print("net.calls:", net.calls)
+print("len(net.feature_bank):", len(net.feature_bank))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

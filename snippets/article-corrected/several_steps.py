@@ -24,7 +24,7 @@ for i in range(5):
     loss = criterion(net(inputs), labels)  # (1)!
     loss.backward()  # (2)!
     optimizer.step()  # (3)!
-    print(f"step {i}: loss {loss.item():.4f}")
+    print(f"step: {i} | loss: {loss.item():.4f}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

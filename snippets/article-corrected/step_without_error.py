@@ -26,7 +26,7 @@ optimizer.step()  # (1)!
 optimizer.zero_grad()
 loss.backward()  # (2)!
 difference = (net.fc1.weight.grad - first).abs().max().item()
-print(f"no error; fc1.weight.grad differs from the first backward's by {difference:.2g}")
+print("error:", None, f"| fc1.weight.grad_diff: {difference:.2g}")
 # --8<-- [end:lesson]
 
 

@@ -4,14 +4,14 @@ import torch
 torch.manual_seed(0)
 w = torch.randn(3, requires_grad=True)
 loss = (2 * w).sum()  # (1)!
-print("MulBackward0 saved:", repr(loss.grad_fn.next_functions[0][0]._saved_other))  # (2)!
+print("MulBackward0._saved_other:", repr(loss.grad_fn.next_functions[0][0]._saved_other))  # (2)!
 
 loss.backward()
 try:
     loss.backward()  # (3)!
 except RuntimeError as error:
     message = str(error)
-    print("second backward:", message.split(" (")[0])
+    print("second_backward:", message.split(" (")[0])
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

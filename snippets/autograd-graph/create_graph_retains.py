@@ -14,7 +14,7 @@ first = w.grad.detach().clone()
 w.grad = None  # (2)!
 
 loss.backward()  # (3)!
-print("second backward ran; w.grad =", [round(g, 3) for g in w.grad.tolist()])
+print("second_backward: ok | w.grad:", [round(g, 3) for g in w.grad.tolist()])
 print("warning:", str(caught[0].message).split(".")[0] + ".")
 # --8<-- [end:lesson]
 

@@ -13,11 +13,11 @@ def loss_fn():
 one = torch.autograd.grad(loss_fn(), w)[0]  # (1)!
 for step in range(1, 4):
     loss_fn().backward()  # (2)!
-    print(f"step {step}: w.grad / one gradient =", (w.grad / one).round())
+    print(f"step: {step} | w.grad / one:", (w.grad / one).round())
 
 w.grad = None  # (3)!
 loss_fn().backward()
-print("w.grad = None, then one step:", (w.grad / one).round())
+print("w.grad = None | step: 1 | w.grad / one:", (w.grad / one).round())
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

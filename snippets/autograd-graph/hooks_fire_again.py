@@ -21,10 +21,10 @@ loss = layer2(h).pow(2).mean()
 loss.backward(retain_graph=True)
 first_h_grad, first_w_grad = h.grad.clone(), layer1.weight.grad.clone()
 loss.backward()  # (4)!
-print("tensor hook on h:     called", len(at_h), "times")
-print("layer2 backward hook: called", len(at_layer2), "times")
-print("layer2 forward hook:  called", len(forward_calls), "time")
-print("h.grad after two passes / after one:", (h.grad / first_h_grad).unique().tolist())
+print("h_tensor_hook_calls:     ", len(at_h))
+print("layer2_backward_hook_calls:", len(at_layer2))
+print("layer2_forward_hook_calls: ", len(forward_calls))
+print("h.grad_2_passes / h.grad_1_pass:", (h.grad / first_h_grad).unique().tolist())
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -25,9 +25,9 @@ torch.manual_seed(0)
 x, W1 = torch.randn(2, 3), torch.randn(3, 4, requires_grad=True)
 W2, y = torch.randn(4, 1, requires_grad=True), torch.randn(2, 1)
 loss = ((x @ W1).relu() @ W2 - y).pow(2).mean()
-print("after the forward pass:", *describe(loss.grad_fn), sep="\n")  # (4)!
+print("after: forward", *describe(loss.grad_fn), sep="\n")  # (4)!
 loss.backward()
-print("after loss.backward():", *describe(loss.grad_fn), sep="\n")
+print("after: loss.backward()", *describe(loss.grad_fn), sep="\n")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

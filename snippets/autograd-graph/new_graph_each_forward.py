@@ -24,9 +24,9 @@ def nodes(loss):  # (1)!
 
 
 loss_a, loss_b = forward(), forward()  # (2)!
-print("same loss value:", torch.equal(loss_a, loss_b))
+print("same_loss_value:", torch.equal(loss_a, loss_b))
 for a, b in zip(nodes(loss_a), nodes(loss_b), strict=True):
-    print(f"{type(a).__name__:<15} same object in both graphs: {a is b}")
+    print(f"{type(a).__name__:<15} same_object: {a is b}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

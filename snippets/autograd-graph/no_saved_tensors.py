@@ -14,12 +14,12 @@ while stack:
         stack.extend(next_node for next_node, _ in node.next_functions)
 for node in nodes:
     saved = [a for a in dir(node) if a.startswith("_raw_saved_")]  # (2)!
-    print(f"{type(node).__name__:<15} saved tensors: {saved}")
+    print(f"{type(node).__name__:<15} saved_tensors: {saved}")
 
 loss.backward()
 loss.backward()  # (3)!
 loss.backward()
-print("three backward calls, no retain_graph; w.grad =", w.grad)  # (4)!
+print("backward_calls: 3 | retain_graph: False | w.grad:", w.grad)  # (4)!
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -15,12 +15,12 @@ try:
     loss_2.backward()  # (3)!
 except RuntimeError as error:
     message = str(error)
-    print("recomputed only the head:", message.split(" (")[0])
+    print("recompute_head_only:", message.split(" (")[0])
 
 h = (x @ W1).relu()  # (4)!
 loss_3 = (h @ W2).pow(2).mean()
 loss_3.backward()
-print("recomputed from the leaves: backward ran")
+print("recompute_from_leaves: ok")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -17,17 +17,17 @@ class Saved:
 
 with torch.autograd.graph.saved_tensors_hooks(Saved, lambda saved: saved.tensor):  # (3)!
     loss = ((x @ W1).tanh() @ W2).pow(2).mean()
-    print("saved tensors alive after the forward pass:", len(held))
+    print("after: forward | saved_tensors_alive:", len(held))
     loss.backward()  # (4)!
-    print("... after backward():", len(held))
+    print("after: backward() | saved_tensors_alive:", len(held))
     hidden = (x @ W1).tanh()  # (5)!
     loss = (hidden @ W2).pow(2).mean()
     loss.backward(retain_graph=True)
-    print("... after backward(retain_graph=True):", len(held))
+    print("after: backward(retain_graph=True) | saved_tensors_alive:", len(held))
     del loss  # (6)!
-    print("... after del loss (hidden still held):", len(held))
+    print("after: del loss | saved_tensors_alive:", len(held))
     del hidden  # (7)!
-    print("... after del hidden, the last reference:", len(held))
+    print("after: del hidden | saved_tensors_alive:", len(held))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -15,7 +15,7 @@ try:
     _ = out.grad_fn._saved_result  # (3)!
 except RuntimeError as error:
     read_saved = str(error)
-print("same message:", second_backward == read_saved)  # (4)!
+print("same_message:", second_backward == read_saved)  # (4)!
 print(read_saved.replace(". ", ".\n"))
 # --8<-- [end:lesson]
 

@@ -10,18 +10,18 @@ y = torch.randn(2, 1)
 h = (x @ W1).relu()
 loss = ((h @ W2) - y).pow(2).mean()
 pow_node = loss.grad_fn.next_functions[0][0]  # (1)!
-print("ReluBackward0 saved h:", torch.equal(h.grad_fn._saved_result, h))  # (2)!
+print("ReluBackward0._saved_result == h:", torch.equal(h.grad_fn._saved_result, h))  # (2)!
 W1_before, W2_before = W1.detach().clone(), W2.detach().clone()
 loss.backward()  # (3)!
 
-print("PowBackward0 still linked:", loss.grad_fn.next_functions[0][0] is pow_node)  # (4)!
-print("its saved exponent:", pow_node._saved_exponent)  # (5)!
-print("parameters unchanged:", torch.equal(W1, W1_before) and torch.equal(W2, W2_before))  # (6)!
+print("PowBackward0_linked:", loss.grad_fn.next_functions[0][0] is pow_node)  # (4)!
+print("PowBackward0._saved_exponent:", pow_node._saved_exponent)  # (5)!
+print("params_unchanged:", torch.equal(W1, W1_before) and torch.equal(W2, W2_before))  # (6)!
 print("W2.grad:", [round(g, 2) for g in W2.grad.flatten().tolist()])
 try:
     _ = pow_node._saved_self  # (7)!
 except RuntimeError as error:
-    print("its saved tensor:", str(error).split(" (")[0])
+    print("PowBackward0._saved_self:", str(error).split(" (")[0])
 # --8<-- [end:lesson]
 
 

@@ -23,9 +23,9 @@ flushed = torch.set_flush_denormal(True)  # (5)!
 g_flushed = gradient_through_24_chunks()
 torch.set_flush_denormal(False)
 denormal = (g != 0) & (g.abs() < tiny)
-print("flush off: every value below the smallest normal float32:", bool(g.abs().max() < tiny))
-print("           more than 90 % of them denormal (nonzero):", bool(denormal.float().mean() > 0.9))
-print("flush on:  every value exactly zero:", torch.equal(g_flushed, torch.zeros_like(g)))
+print("flush_denormal: False | all_below_smallest_normal:", bool(g.abs().max() < tiny))
+print("flush_denormal: False | denormal_over_90%:", bool(denormal.float().mean() > 0.9))
+print("flush_denormal: True  | all_zero:", torch.equal(g_flushed, torch.zeros_like(g)))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -17,18 +17,18 @@ def losses():
 with SavedBytes(*keep) as summed:
     loss1, loss2 = losses()
     (loss1 + loss2).backward()
-print(f"summed   peak {summed.peak:6d} B   held after the step {summed.held():6d} B")  # (3)!
+print(f"summed  | peak: {summed.peak:6d} B | held_after_step: {summed.held():6d} B")  # (3)!
 with SavedBytes(*keep) as retain:
     loss1, loss2 = losses()
     loss1.backward(retain_graph=True)
     loss2.backward()
-print(f"retain   peak {retain.peak:6d} B   held after the step {retain.held():6d} B")
+print(f"retain  | peak: {retain.peak:6d} B | held_after_step: {retain.held():6d} B")
 with SavedBytes(*keep) as article:  # (4)!
     loss1 = losses()[0]
     loss1.backward(retain_graph=True)
     loss2 = losses()[1]
     loss2.backward()
-print(f"article  peak {article.peak:6d} B   held after the step {article.held():6d} B")
+print(f"article | peak: {article.peak:6d} B | held_after_step: {article.held():6d} B")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -28,7 +28,7 @@ def peak_bytes(step, device):
 
 if __name__ == "__main__":
     w = torch.randn(1000, 1000, requires_grad=True)
-    print("exp, backward: peak bytes", peak_bytes(lambda: w.exp().sum().backward(), w.device))
+    print("exp+backward | peak_bytes:", peak_bytes(lambda: w.exp().sum().backward(), w.device))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -28,7 +28,7 @@ def summed():
 
 for step in (retain, summed):
     model.zero_grad(set_to_none=True)  # (4)!
-    print(f"{step.__name__:7s} peak above the start: {peak_bytes(step, device) / 2**20:.2f} MiB")
+    print(f"{step.__name__:7s} | peak_above_start: {peak_bytes(step, device) / 2**20:.2f} MiB")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -28,7 +28,7 @@ class SavedBytes(torch.autograd.graph.saved_tensors_hooks):  # (1)!
 if __name__ == "__main__":
     with SavedBytes() as meter:
         loss = torch.randn(1000, requires_grad=True).exp().sum()
-    print("bytes the graph holds:", meter.held(), "- at the peak:", meter.peak)
+    print("held_bytes:", meter.held(), "| peak_bytes:", meter.peak)
 # --8<-- [end:lesson]
 
 

@@ -26,7 +26,7 @@ def on_every_rank(rank, world_size):
 
 if __name__ == "__main__":
     results = launch(on_every_rank)
-    print("rank 0, gradient norm per step:", [f"{g.norm().item():.4g}" for g in results[0]])
+    print("rank: 0 | grad_norm_per_step:", [f"{g.norm().item():.4g}" for g in results[0]])
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

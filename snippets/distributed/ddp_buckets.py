@@ -9,7 +9,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 def on_every_rank(rank, world_size):
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
     grads, ids = {}, []
-    for way in ("sum of losses", "two backward passes"):
+    for way in ("summed", "two_backward"):
         torch.manual_seed(0)
         ddp = DDP(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)), bucket_cap_mb=1e-6)
         ddp.register_comm_hook(  # (1)!
@@ -17,7 +17,7 @@ def on_every_rank(rank, world_size):
         for _ in range(2):  # (2)!
             ddp.zero_grad()
             loss1, loss2 = (y := ddp(x)).pow(2).mean(), y.sum(dim=1).tanh().mean()
-            if way == "sum of losses":
+            if way == "summed":
                 (loss1 + loss2).backward()
             else:
                 loss1.backward(retain_graph=True)  # (3)!
@@ -28,7 +28,7 @@ def on_every_rank(rank, world_size):
 
 if __name__ == "__main__":
     for way in (results := launch(on_every_rank))[0][0]:
-        print(f"{way}: same gradients on both ranks:", torch.equal(*(r[0][way] for r in results)))
+        print(f"{way} | same_grads_on_both_ranks:", torch.equal(*(r[0][way] for r in results)))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

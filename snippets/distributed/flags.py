@@ -23,7 +23,7 @@ def on_every_rank(rank, world_size):
                 loss2.backward()
         except RuntimeError as error:
             if rank == 0:
-                print(f"{option or 'default'}, step {step}: {str(error).split('. ')[0]}.")
+                print(f"{option or 'default'} | step: {step} | error: {str(error).split('. ')[0]}.")
 
 
 if __name__ == "__main__":

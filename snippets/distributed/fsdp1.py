@@ -19,7 +19,7 @@ def on_every_rank(rank, world_size):
     loss = y.pow(2).mean() + y.sum(dim=1).tanh().mean()
     loss.backward()  # (3)!
     if rank == 0:
-        print(f"rank 0: loss {loss.item():.4g}")
+        print(f"rank: 0 | loss: {loss.item():.4g}")
     with FSDP.summon_full_params(model, with_grads=True):  # (4)!
         return [p.grad.clone() for p in model.parameters()]
 

@@ -21,7 +21,7 @@ def on_every_rank(rank, world_size):
         if isinstance(module, FSDPModule):
             module.reshard()
     if rank == 0:
-        print(f"rank 0: loss {loss.item():.4g}")
+        print(f"rank: 0 | loss: {loss.item():.4g}")
     return [p.grad.full_tensor() for p in model.parameters()]
 
 

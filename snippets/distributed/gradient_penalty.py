@@ -27,7 +27,7 @@ def on_every_rank(rank, world_size):
 
 if __name__ == "__main__":
     results = launch(on_every_rank)
-    print("rank 0 warned:", *sorted({str(w.message).split(".")[0] for w in results[0][1]}))
+    print("rank: 0 | warning:", *sorted({str(w.message).split(".")[0] for w in results[0][1]}))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -102,7 +102,7 @@ def _demo(rank, world_size):
     total = torch.tensor([float(rank)])
     dist.all_reduce(total)
     if rank == 0:
-        print("ranks:", world_size, "| sum of rank numbers:", int(total.item()))
+        print("ranks:", world_size, "| sum_of_ranks:", int(total.item()))
     return rank, total.item()
 
 

@@ -22,7 +22,7 @@ def on_every_rank(rank, world_size):
             after_first = model[0].weight.grad.clone()
     grad = torch.cat([p.grad.flatten() for p in model.parameters()])
     if rank == 0:
-        print(f"{len(micro_batches)} micro-batches, gradient norm {grad.norm().item():.4g}")
+        print(f"micro_batches: {len(micro_batches)} | grad_norm: {grad.norm().item():.4g}")
     return after_first, grad
 
 

@@ -23,7 +23,7 @@ def on_every_rank(rank, world_size):
         parameter_penalty_loss(ddp, x).backward()  # (2)!
     grad = torch.cat([p.grad.flatten() for p in model.parameters()])
     if rank == 0:
-        print(f"rank 0: gradient norm {grad.norm().item():.4g}")
+        print(f"rank: 0 | grad_norm: {grad.norm().item():.4g}")
     return grad, caught
 
 

@@ -8,13 +8,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 def on_every_rank(rank, world_size):
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1)).chunk(world_size)[rank]
     grads = {}
-    for way in ("sum of losses", "two backward passes"):
+    for way in ("summed", "two_backward"):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
         ddp = DDP(model)
         y = ddp(x)
         loss1, loss2 = y.pow(2).mean(), y.sum(dim=1).tanh().mean()
-        if way == "sum of losses":
+        if way == "summed":
             (loss1 + loss2).backward()  # (2)!
         else:
             loss1.backward(retain_graph=True)  # (3)!
@@ -23,7 +23,7 @@ def on_every_rank(rank, world_size):
         every = [torch.empty_like(grads[way]) for _ in range(world_size)]
         dist.all_gather(every, grads[way])  # (4)!
         if rank == 0:
-            print(f"{way}: same gradients on every rank:", all(map(torch.equal, every, every[1:])))
+            print(f"{way} | same_grads_on_every_rank:", all(map(torch.equal, every, every[1:])))
     return grads
 
 

@@ -10,9 +10,9 @@ loss_a.backward()  # (1)!
 
 loss_b = (w * x).exp().sum()  # (2)!
 loss_b.backward()  # (3)!
-print("same value:", torch.equal(loss_a, loss_b))
-print("same graph:", loss_a.grad_fn is loss_b.grad_fn)
-print("second backward ran without retain_graph=True")
+print("same_value:", torch.equal(loss_a, loss_b))
+print("same_graph:", loss_a.grad_fn is loss_b.grad_fn)
+print("second_backward: ok | retain_graph: False")
 # --8<-- [end:lesson]
 
 

@@ -9,8 +9,8 @@ loss = (w * x).exp().sum()
 loss.backward(retain_graph=True)  # (1)!
 first = w.grad.clone()
 loss.backward()  # (2)!
-print("w.grad after one backward: ", [round(g, 2) for g in first.tolist()])
-print("w.grad after two backwards:", [round(g, 2) for g in w.grad.tolist()])  # (3)!
+print("backward: 1 | w.grad:", [round(g, 2) for g in first.tolist()])
+print("backward: 2 | w.grad:", [round(g, 2) for g in w.grad.tolist()])  # (3)!
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

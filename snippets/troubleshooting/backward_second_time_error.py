@@ -15,9 +15,9 @@ for step in range(3):
         loss.backward()  # (2)!
     except RuntimeError as error:
         message = str(error)
-        print(f"step {step}:", message.replace(". ", ".\n"))
+        print(f"step: {step} | error:", message.replace(". ", ".\n"))
         break
-    print(f"step {step}: backward ok")
+    print(f"step: {step} | backward: ok")
     optimizer.step()
 # --8<-- [end:lesson]
 

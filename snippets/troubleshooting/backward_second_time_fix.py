@@ -13,7 +13,7 @@ for step in range(3):
     optimizer.zero_grad()
     loss.backward()  # (2)!
     optimizer.step()
-    print(f"step {step}: loss {loss.item():.4f}, backward ok")
+    print(f"step: {step} | loss: {loss.item():.4f} | backward: ok")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -18,7 +18,7 @@ try:
     out.sum().backward(inputs=[x])  # (3)!
 except RuntimeError as error:
     by_inputs = str(error)
-    print("backward(inputs=[x]), the same message:", by_inputs == by_grad)
+    print("backward(inputs=[x]) | same_message:", by_inputs == by_grad)
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -17,7 +17,7 @@ for start in range(0, len(xs), k):
     optimizer.zero_grad()
     loss.backward()  # (3)!
     optimizer.step()
-    print(f"steps {start} to {start + k - 1}: loss {loss.item():.4f}, backward ok")
+    print(f"steps: {start}-{start + k - 1} | loss: {loss.item():.4f} | backward: ok")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -13,11 +13,11 @@ loss_b = out.abs().mean()
 optimizer.zero_grad()
 (loss_a + loss_b).backward()  # (1)!
 optimizer.step()  # (2)!
-print("one backward, then step(): ok")
+print("backward(), step(): ok")
 
 optimizer.zero_grad()
 model(x).abs().mean().backward()  # (3)!
-print("new forward after step(), then backward: ok")
+print("step(), forward, backward(): ok")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

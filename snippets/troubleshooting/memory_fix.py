@@ -24,8 +24,8 @@ with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved):
         optimizer.step()
         total_loss += loss.item()  # (2)!
         history.append(sum(t.nbytes for t in held.values()))
-print("bytes of saved tensors held after each step:", history)
-print("total_loss is a float:", isinstance(total_loss, float))
+print("saved_bytes_per_step:", history)
+print("isinstance(total_loss, float):", isinstance(total_loss, float))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -24,9 +24,9 @@ with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved):
         optimizer.step()
         total_loss += loss  # (3)!
         history.append(sum(t.nbytes for t in held.values()))
-print("bytes of saved tensors held after each step:", history)
+print("saved_bytes_per_step:", history)
 del total_loss, loss  # (4)!
-print("after dropping total_loss and loss:", sum(t.nbytes for t in held.values()), "bytes")
+print("saved_bytes_after_del:", sum(t.nbytes for t in held.values()))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

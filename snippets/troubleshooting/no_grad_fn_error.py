@@ -8,10 +8,10 @@ x, y = torch.randn(8, 3), torch.randn(8, 1)
 
 losses = {}
 with torch.no_grad():  # (1)!
-    losses["under no_grad"] = F.mse_loss(model(x), y)
+    losses["no_grad"] = F.mse_loss(model(x), y)
 frozen = torch.nn.Linear(3, 1).requires_grad_(False)  # (2)!
-losses["frozen model"] = F.mse_loss(frozen(x), y)
-losses["rebuilt from .item()"] = torch.tensor(F.mse_loss(model(x), y).item())  # (3)!
+losses["frozen_model"] = F.mse_loss(frozen(x), y)
+losses["tensor(loss.item())"] = torch.tensor(F.mse_loss(model(x), y).item())  # (3)!
 
 for name, loss in losses.items():
     print(f"{name:21} requires_grad={loss.requires_grad}  grad_fn={loss.grad_fn}")

@@ -13,7 +13,7 @@ print("weight.grad:", model.weight.grad.round(decimals=4))
 
 running_total = 0.0
 running_total += loss.item()  # (2)!
-print("logged loss:", round(running_total, 4))
+print("running_total:", round(running_total, 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

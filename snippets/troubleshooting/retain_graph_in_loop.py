@@ -15,9 +15,9 @@ for step in range(3):
         loss.backward(retain_graph=True)  # (1)!
     except RuntimeError as error:
         message = str(error)
-        print(f"step {step}:", message.split(":")[0])
+        print(f"step: {step} | error:", message.split(":")[0])
         break
-    print(f"step {step}: backward ok")
+    print(f"step: {step} | backward: ok")
     optimizer.step()  # (2)!
 # --8<-- [end:lesson]
 

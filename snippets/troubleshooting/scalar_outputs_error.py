@@ -7,7 +7,7 @@ model = torch.nn.Linear(3, 1)
 x, y = torch.randn(8, 3), torch.randn(8, 1)
 
 losses = F.mse_loss(model(x), y, reduction="none")  # (1)!
-print("loss shape:", tuple(losses.shape))
+print("losses.shape:", tuple(losses.shape))
 try:
     losses.backward()
 except RuntimeError as error:

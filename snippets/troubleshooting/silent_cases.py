@@ -16,14 +16,14 @@ loss_a.backward(retain_graph=True)
 optimizer.step()  # (2)!
 optimizer.zero_grad()
 loss_b.backward()  # (3)!
-print("second backward pass: no error")
+print("second_backward | error:", None)
 
 for name, reference in (("old", old_model), ("new", model)):
     params = list(reference.parameters())
     expected = torch.autograd.grad(reference(x).pow(2).mean(), params)  # (4)!
     pairs = zip(model.parameters(), expected, strict=True)
     same = all(torch.allclose(p.grad, e, rtol=1e-5, atol=1e-6) for p, e in pairs)
-    print(f"gradient at the {name} parameters: {same}")
+    print(f"grad_at_{name}_params: {same}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

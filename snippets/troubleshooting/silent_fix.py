@@ -14,12 +14,12 @@ loss_a.backward(retain_graph=True)
 loss_b.backward()  # (1)!
 grads_before_step = [p.grad.clone() for p in model.parameters()]
 optimizer.step()
-print("both backward passes before step(): gradient at the old parameters")
+print("backward(), backward(), step()  | grad_at: old_params")
 
 optimizer.zero_grad()
 model(x).pow(2).mean().backward()  # (2)!
 grads_after_step = [p.grad.clone() for p in model.parameters()]
-print("new forward pass after step():      gradient at the new parameters")
+print("step(), forward, backward()     | grad_at: new_params")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -24,7 +24,7 @@ for _ in range(6):
     sizes.append(graph_size(loss))
     loss.backward(retain_graph=True)  # (3)!
     optimizer.step()
-print("graph nodes each backward pass walks:", sizes)
+print("nodes_walked_per_backward:", sizes)
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

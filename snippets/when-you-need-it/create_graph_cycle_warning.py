@@ -9,9 +9,9 @@ w = torch.randn(3, requires_grad=True)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     (g,) = torch.autograd.grad((w**3).sum(), w, create_graph=True)  # (1)!
-    print("torch.autograd.grad(create_graph=True):", len(caught), "warnings")
+    print("torch.autograd.grad(create_graph=True) | warnings:", len(caught))
     (w**3).sum().backward(create_graph=True)  # (2)!
-    print("backward(create_graph=True):", len(caught), "warning")
+    print("backward(create_graph=True)            | warnings:", len(caught))
 message = str(caught[0].message).split(" (Triggered")[0]
 print(caught[0].category.__name__ + ":", message.replace(". ", ".\n  "))
 w.grad = None  # (3)!

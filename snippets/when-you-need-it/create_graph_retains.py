@@ -8,7 +8,7 @@ y = (x.exp() * x).sum()
 (g,) = torch.autograd.grad(y, x, create_graph=True)  # (1)!
 (h,) = torch.autograd.grad(g.sum(), x, retain_graph=True)  # (2)!
 (again,) = torch.autograd.grad(y, x)  # (3)!
-for name, t in [("first derivative", g), ("the same, again", again), ("second derivative", h)]:
+for name, t in [("grad", g), ("grad_again", again), ("second_grad", h)]:
     print(f"{name + ':':18}", *(f"{v:.4g}" for v in t.tolist()))
 # --8<-- [end:lesson]
 

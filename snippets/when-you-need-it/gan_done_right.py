@@ -23,7 +23,7 @@ for step in range(3):
     opt_G.zero_grad()
     g_loss.backward()  # (5)!
     opt_G.step()
-    print(f"step {step}: d_loss {d_loss.item():.3f}  g_loss {g_loss.item():.3f}")
+    print(f"step: {step} | d_loss: {d_loss.item():.3f} | g_loss: {g_loss.item():.3f}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -11,8 +11,8 @@ loss = (h @ W2).pow(2).mean()
 
 (grad_h,) = torch.autograd.grad(loss, h)  # (1)!
 h.backward(grad_h)  # (2)!
-print(f"grad_h norm:  {grad_h.norm().item():.4g}")
-print(f"W1.grad norm: {W1.grad.norm().item():.4g}")
+print(f"grad_h_norm:  {grad_h.norm().item():.4g}")
+print(f"W1.grad_norm: {W1.grad.norm().item():.4g}")
 print("W2.grad:", W2.grad)
 # --8<-- [end:lesson]
 

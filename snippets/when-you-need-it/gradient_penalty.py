@@ -13,7 +13,7 @@ penalty = ((grad_mixed.norm(dim=1) - 1) ** 2).mean()
 loss = critic(fake).mean() - critic(real).mean() + 10 * penalty
 loss.backward()  # (3)!
 print(f"penalty: {penalty.item():.4g}")
-print(f"first layer's gradient norm: {critic[0].weight.grad.norm().item():.4g}")
+print(f"critic[0].weight.grad_norm: {critic[0].weight.grad.norm().item():.4g}")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

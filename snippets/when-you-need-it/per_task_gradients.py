@@ -18,10 +18,10 @@ g_b = torch.autograd.grad(loss_b, shared)  # (3)!
 flat_a = torch.cat([g.flatten() for g in g_a])
 flat_b = torch.cat([g.flatten() for g in g_b])
 dot = flat_a.dot(flat_b)
-print("g_a . g_b =", round(dot.item(), 4))
+print("g_a . g_b:", round(dot.item(), 4))
 if dot < 0:
     flat_a = flat_a - dot / flat_b.dot(flat_b) * flat_b  # (4)!
-print("after projection:", round(abs(flat_a.dot(flat_b).item()), 4))
+print("after_projection | g_a . g_b:", round(abs(flat_a.dot(flat_b).item()), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

@@ -11,7 +11,7 @@ for i, out in enumerate(outputs):
     last = i == len(outputs) - 1
     (g,) = torch.autograd.grad(out, x, retain_graph=not last)  # (2)!
     grads.append(g)
-print("gradient norms:", [round(g.norm().item(), 4) for g in grads])
+print("grad_norms:", [round(g.norm().item(), 4) for g in grads])
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

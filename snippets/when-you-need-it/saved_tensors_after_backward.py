@@ -5,13 +5,13 @@ torch.manual_seed(0)
 x = torch.randn(3, requires_grad=True)
 y = x.exp()  # (1)!
 z = y.pow(2)
-print("saved by pow():", sorted(n for n in dir(z.grad_fn) if n.startswith("_saved_")))
+print("pow()_saved:", sorted(n for n in dir(z.grad_fn) if n.startswith("_saved_")))
 
 z.sum().backward(retain_graph=True)  # (2)!
 saved = z.grad_fn._saved_self  # (3)!
-print("pow() saved its input:", *(f"{v:.4g}" for v in saved.tolist()))
+print("_saved_self:", *(f"{v:.4g}" for v in saved.tolist()))
 z.sum().backward()  # (4)!
-print("after a plain backward, the exponent:", z.grad_fn._saved_exponent)  # (5)!
+print("after backward() | _saved_exponent:", z.grad_fn._saved_exponent)  # (5)!
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

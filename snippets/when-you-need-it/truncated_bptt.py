@@ -17,7 +17,7 @@ for step, chunk in enumerate(data):
     opt.zero_grad()
     loss.backward()
     opt.step()
-    print(f"chunk {step}: loss {loss.item():.4f}")
+    print(f"chunk: {step} | loss: {loss.item():.4f}")
 # --8<-- [end:lesson]
 
 

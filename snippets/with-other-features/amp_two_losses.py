@@ -18,7 +18,7 @@ scaler.scale(loss0 + loss1).backward()  # (4)!
 summed = [p.grad.clone() for p in params]
 scaler.step(optimizer)
 scaler.update()
-print("scale:", scaler.get_scale(), "| layer output:", out0.dtype, "| loss:", loss0.dtype)
+print("scale:", scaler.get_scale(), "| out0.dtype:", out0.dtype, "| loss0.dtype:", loss0.dtype)
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

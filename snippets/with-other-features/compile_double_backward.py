@@ -16,7 +16,7 @@ except RuntimeError as error:
 
 (eager_grad_x,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)  # (3)!
 eager_grad_x.pow(2).sum().backward()
-print("eager penalty, first layer's gradient norm:", round(model[0].weight.grad.norm().item(), 4))
+print("eager | model[0].weight.grad_norm:", round(model[0].weight.grad.norm().item(), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

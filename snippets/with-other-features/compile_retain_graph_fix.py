@@ -15,7 +15,7 @@ model.zero_grad()
 loss = compiled(x).pow(2).mean()
 loss.backward(retain_graph=True)  # (3)!
 loss.backward()
-print("first layer's gradient norm:", round(model[0].weight.grad.norm().item(), 4))
+print("model[0].weight.grad_norm:", round(model[0].weight.grad.norm().item(), 4))
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

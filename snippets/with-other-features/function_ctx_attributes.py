@@ -19,11 +19,11 @@ w = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
 loss = MulSaved.apply(x, w).sum()
 loss.backward(retain_graph=True)  # (3)!
 loss.backward()
-print("x.grad after two passes:", x.grad.tolist())
+print("backward: 2 | x.grad:", x.grad.tolist())
 try:
     loss.backward()  # (4)!
 except RuntimeError as error:
-    print(f"a third pass: {str(error)[:51]}...")
+    print(f"backward: 3 | error: {str(error)[:51]}...")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]

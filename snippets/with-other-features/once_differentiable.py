@@ -26,9 +26,9 @@ for F in (Cube, CubeOnce):
     (dx,) = torch.autograd.grad((w * F.apply(x)).sum(), x, create_graph=True)  # (3)!
     try:
         dx.pow(2).sum().backward()  # (4)!
-        print(f"{F.__name__}: x.grad {x.grad.tolist()}, w.grad {w.grad.tolist()}")
+        print(f"{F.__name__} | x.grad: {x.grad.tolist()} | w.grad: {w.grad.tolist()}")
     except RuntimeError as error:
-        print(f"{F.__name__}: {error}")
+        print(f"{F.__name__} | error: {error}")
 # --8<-- [end:lesson]
 
 

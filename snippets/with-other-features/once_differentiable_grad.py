@@ -19,7 +19,7 @@ class CubeOnce(torch.autograd.Function):
 x, w = torch.tensor([1.0, 2.0], requires_grad=True), torch.tensor([0.5, -1.0], requires_grad=True)
 (dx,) = torch.autograd.grad((w * CubeOnce.apply(x)).sum(), x, create_graph=True)
 (dw,) = torch.autograd.grad(dx.pow(2).sum(), w, allow_unused=True)  # (1)!
-print("autograd.grad with allow_unused=True:", dw)
+print("autograd.grad(allow_unused=True):", dw)
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
