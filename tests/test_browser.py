@@ -799,7 +799,8 @@ ANSWER_PAGES = [*sorted((mdfences.DOCS_DIR / "guide").glob("*.md")),
                   ("benchmarks.md", "benchmarks.zh.md", "retaincheck.md", "retaincheck.zh.md"))]
 
 
-@pytest.mark.parametrize("md", ANSWER_PAGES, ids=lambda p: p.relative_to(mdfences.DOCS_DIR).as_posix())
+@pytest.mark.parametrize(
+    "md", ANSWER_PAGES, ids=lambda p: p.relative_to(mdfences.DOCS_DIR).as_posix())
 def test_every_guide_page_opens_with_its_short_answer(md):
     """The first section of a guide page (and of the benchmarks and retaincheck pages) is its
     short answer (In short, Which one to use, At a glance), or the page's opening text holds
