@@ -175,6 +175,9 @@ def join_cjk_lines(markdown: str) -> str:
 
 
 def on_page_markdown(markdown, page, config, files):
+    # The footer's "every example on this page was run" (overrides/main.html) is printed only
+    # on pages that include a snippet: the glossary and the API reference have no examples.
+    page.meta["has_examples"] = '--8<-- "snippets/' in markdown
     if config.theme.get("language") == "zh":
         return join_cjk_lines(markdown)
     return markdown

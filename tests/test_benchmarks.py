@@ -367,3 +367,17 @@ def test_memory_figures_do_not_depend_on_the_load():
     for a, b in zip(busy["strategies"], committed["strategies"], strict=True):
         assert (a["size"], a["strategy"]) == (b["size"], b["strategy"])
         assert all(a[f] == b[f] for f in fields), (a["size"], a["strategy"])
+
+
+def test_both_pages_quote_the_committed_peaks():
+    """The allocator's peaks the page quotes at width 1024, depth 4 (In short, and The
+    allocator's peak), retaining against the summed backward, are the committed run's."""
+    results = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    wide = {r["strategy"]: r for r in results["strategies"] if r["size"] == "wide-shallow"}
+    assert (wide["summed"]["width"], wide["summed"]["depth"]) == (1024, 4)
+    retain, summed = (f"{wide[s]['alloc_peak_bytes'] / 2**20:.2f} MiB"
+                      for s in ("retain", "summed"))
+    for name in ("benchmarks.md", "benchmarks.zh.md"):
+        page = (ROOT / "docs" / name).read_text(encoding="utf-8")
+        quoted = re.findall(r"\d+\.\d\d MiB", page)
+        assert quoted.count(retain) == quoted.count(summed) == 2, (name, retain, summed, quoted)

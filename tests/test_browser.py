@@ -793,11 +793,18 @@ SHORT_ANSWERS = {"summary", "decision-table", "at-a-glance"}
 HEADING = re.compile(r"^## .*\{ #([\w-]+) \}", re.M)
 
 
+# Besides the guide, the pages a reader opens for an answer: the measurements and the tool.
+ANSWER_PAGES = [*sorted((mdfences.DOCS_DIR / "guide").glob("*.md")),
+                *(mdfences.DOCS_DIR / name for name in
+                  ("benchmarks.md", "benchmarks.zh.md", "retaincheck.md", "retaincheck.zh.md"))]
+
+
 @pytest.mark.parametrize(
-    "md", sorted((mdfences.DOCS_DIR / "guide").glob("*.md")), ids=lambda p: p.name)
+    "md", ANSWER_PAGES, ids=lambda p: p.relative_to(mdfences.DOCS_DIR).as_posix())
 def test_every_guide_page_opens_with_its_short_answer(md):
-    """The first section of a guide page is its short answer (In short, Which one to use, At a
-    glance), or the page's opening text holds it: the troubleshooting table."""
+    """The first section of a guide page (and of the benchmarks and retaincheck pages) is its
+    short answer (In short, Which one to use, At a glance), or the page's opening text holds
+    it: the troubleshooting table."""
     text = md.read_text(encoding="utf-8")
     first = HEADING.search(text)
     opening = text[: first.start()] if first else text

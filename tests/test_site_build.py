@@ -54,21 +54,29 @@ def test_no_page_loads_anything_from_a_third_party_host(built_site):
         assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, path
 
 
-def test_every_page_names_the_torch_that_ran_its_code(built_site):
-    """Each page's stamp names exactly the versions in snippets/verified_with.json, in order."""
+def test_every_page_with_examples_names_the_torch_that_ran_its_code(built_site):
+    """Each page that includes a snippet has one stamp naming exactly the versions in
+    snippets/verified_with.json, in order; a page without one (glossary, API) has none."""
     manifest = json.loads((mdfences.ROOT / "snippets" / "verified_with.json").read_text())
     versions = [entry["torch"] for entry in manifest["verified"]]
     assert versions
-    for page in built_pages(built_site.path):
-        if page.name == "404.html":
-            continue
+    with_examples = without = 0
+    for md in sorted(mdfences.DOCS_DIR.rglob("*.md")):
+        page = built_site.path / mdfences.page_url(md) / "index.html"
         stamp = re.findall(r'<p class="verified-with">(.*?)</p>', page.read_text("utf-8"), re.S)
+        if '--8<-- "snippets/' not in md.read_text("utf-8"):
+            assert not stamp, f"{page}: no examples, yet the footer says they were all run"
+            without += 1
+            continue
+        with_examples += 1
         assert len(stamp) == 1, page
         assert re.findall(r"<code>([^<]*)</code>", stamp[0]) == versions, page
         # A "+cu130" build that ran on a machine without a GPU: the stamp says so.
         on_cpu = all(entry.get("device") == "cpu" for entry in manifest["verified"])
         says_cpu = ("CPU 上" if "/zh/" in page.as_posix() else "on the CPU") in stamp[0]
         assert says_cpu == on_cpu, (page, stamp[0])
+    # Both kinds exist: the glossary and the API pages (both languages) have no snippet.
+    assert with_examples and without >= 4, (with_examples, without)
 
 
 def test_chinese_search_index_holds_only_chinese_pages(built_site):
