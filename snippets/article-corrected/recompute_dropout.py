@@ -79,6 +79,10 @@ class FakeDeviceModule:  # (5)!
     def __init__(self):
         self.calls = []
 
+    def named(self, name):
+        self.calls.append(("module", name))
+        return self
+
     def get_rng_state(self, device):
         self.calls.append(("get", device))
         return torch.tensor(0)
@@ -89,11 +93,11 @@ class FakeDeviceModule:  # (5)!
 
 for kind in ("cuda", "mps", "xpu"):
     fake, gpu = FakeDeviceModule(), torch.device(kind, 0)
-    with unittest.mock.patch.object(torch, "get_device_module", lambda name, fake=fake: fake):
+    with unittest.mock.patch.object(torch, "get_device_module", fake.named):
         with torch.random.fork_rng(devices=[gpu], device_type=kind):
             pass
-        assert fake.calls == [("get", gpu), ("set", gpu)]
+        assert fake.calls == [("module", kind), ("get", gpu), ("set", gpu)]
         with torch.random.fork_rng(devices=[], device_type=kind):
             pass
-        assert fake.calls == [("get", gpu), ("set", gpu)]
+        assert fake.calls == [("module", kind), ("get", gpu), ("set", gpu), ("module", kind)]
 # --8<-- [end:proof]

@@ -72,5 +72,11 @@ with torch.autograd.graph.saved_tensors_hooks(Saved, lambda saved: saved.tensor)
     loss.backward()  # (5)!
     assert len(held) == 0 and loss.grad_fn is not None
     del loss
+    loss = ((x @ W1).tanh() @ W2).pow(2).mean()
+    loss.backward(retain_graph=True)
+    torch.autograd.grad(loss, W2)  # (6)!
+    assert len(held) == 2
+    del loss
+    assert len(held) == 0
 gc.enable()
 # --8<-- [end:proof]

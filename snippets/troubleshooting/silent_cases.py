@@ -28,6 +28,7 @@ for name, reference in (("old", old_model), ("new", model)):
 
 # --8<-- [start:proof]
 from torch.autograd.graph import save_on_cpu, saved_tensors_hooks
+from torch.nn.utils import parameters_to_vector
 from torch.utils.checkpoint import checkpoint
 
 
@@ -51,6 +52,27 @@ def fused_adam(model):
 def through_data(model):
     for p in model.parameters():
         p.data.add_(p.grad, alpha=-0.1)
+
+
+def vector_to_parameters(model):
+    params = list(model.parameters())
+    vector = parameters_to_vector(params) - 0.1 * parameters_to_vector([p.grad for p in params])
+    torch.nn.utils.vector_to_parameters(vector, params)
+
+
+def through_numpy(model):
+    for p in model.parameters():
+        p.detach().numpy()[...] -= 0.1 * p.grad.numpy()
+
+
+def through_dlpack(model):
+    for p in model.parameters():
+        torch.from_dlpack(p.detach()).add_(p.grad, alpha=-0.1)
+
+
+def through_storage(model):
+    for p in model.parameters():
+        p.untyped_storage().copy_((p - 0.1 * p.grad).detach().untyped_storage())
 
 
 def first_layer_only(model):
@@ -124,6 +146,10 @@ EXPECTED = {  # (3)!
     ("plain", adam): "error",
     ("plain", fused_adam): "a mix",
     ("plain", through_data): "a mix",
+    ("plain", vector_to_parameters): "old parameters",
+    ("plain", through_numpy): "a mix",
+    ("plain", through_dlpack): "a mix",
+    ("plain", through_storage): "a mix",
     ("hooks, keep", sgd): "a mix",
     ("save_on_cpu", sgd): "a mix",
     ("checkpoint", sgd): "a mix",
@@ -163,13 +189,18 @@ def foreach_adam(model):
 
 checks = [(sgd, True), (adam, True), (foreach_sgd, True), (foreach_adam, True)]
 checks += [(fused_adam, False), (fused_adamw, False), (fused_sgd, False), (fused_adagrad, False)]
-for update, bumps in [*checks, (through_data, False)]:  # (5)!
+checks += [(through_data, False), (vector_to_parameters, False), (through_numpy, False)]
+checks += [(through_dlpack, False), (through_storage, False)]
+for update, bumps in checks:  # (5)!
     model = make_model()
     for p in model.parameters():
         p.grad = torch.ones_like(p)
     before = [p._version for p in model.parameters()]
+    values = [p.detach().clone() for p in model.parameters()]
     update(model)
     after = [p._version for p in model.parameters()]
+    pairs = zip(values, model.parameters(), strict=True)
+    assert all((v - p).abs().min() > 1e-3 for v, p in pairs), update.__name__
     assert all(a > b for a, b in zip(after, before, strict=True)) == bumps, update.__name__
     assert all(a == b for a, b in zip(after, before, strict=True)) != bumps, update.__name__
 
@@ -210,4 +241,12 @@ FORWARD["checkpoint, last layer"] = lambda model: checkpoint(
     model[2], model[:2](x), use_reentrant=False
 )
 assert verdict("checkpoint, last layer", sgd) == "a mix"  # (12)!
+
+model = make_model()
+out = model(x)
+saved = out.grad_fn._saved_mat2.untyped_storage().data_ptr()
+out.pow(2).mean().backward()
+assert saved == model[2].weight.untyped_storage().data_ptr()
+vector_to_parameters(model)
+assert saved != model[2].weight.untyped_storage().data_ptr()  # (13)!
 # --8<-- [end:proof]

@@ -38,7 +38,7 @@ d_loss.backward(retain_graph=True)
 bce(d_fake, ones).backward()  # (2)!
 
 
-def shortcut(fused, zero_g):  # (3)!
+def shortcut(fused, zero_g, step=True):  # (3)!
     torch.manual_seed(0)
     G = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
     D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
@@ -47,7 +47,8 @@ def shortcut(fused, zero_g):  # (3)!
     d_loss = bce(D(real), ones) + bce(d_fake, zeros)
     opt_D.zero_grad()
     d_loss.backward(retain_graph=True)
-    opt_D.step()
+    if step:
+        opt_D.step()
     if zero_g:
         G.zero_grad()
     bce(d_fake, ones).backward()
@@ -59,6 +60,12 @@ def shortcut(fused, zero_g):  # (3)!
 
 got, right = shortcut(fused=True, zero_g=False)
 assert (got - right).norm() > right.norm()  # (4)!
-got, right = shortcut(fused=True, zero_g=True)
-assert (got - right).norm() > 1e-6  # (5)!
+got_zeroed, right_zeroed = shortcut(fused=True, zero_g=True)
+mixing = (got_zeroed - right_zeroed).norm()
+assert 1e-6 < mixing < 0.01 * right.norm()  # (5)!
+got_no_step, right_no_step = shortcut(fused=True, zero_g=False, step=False)
+assert (got_no_step - right_no_step).norm() > right_no_step.norm()  # (6)!
+error = (got_no_step - right_no_step) + (got_zeroed - right_zeroed)
+assert torch.allclose(got - right, error, rtol=1e-4, atol=1e-7)
+assert torch.allclose(*shortcut(fused=True, zero_g=True, step=False), rtol=1e-5, atol=1e-8)
 # --8<-- [end:proof]

@@ -39,4 +39,14 @@ with torch._functorch.config.patch(donated_buffer=True):
         assert str(error).startswith("This backward function was compiled with non-empty donated")
     else:
         raise AssertionError("the flag turned back on should have raised, with nothing donated")
+
+torch._dynamo.reset()
+compiled = torch.compile(model, backend="aot_eager")
+loss = compiled(x).pow(2).mean()
+loss.backward(retain_graph=True)  # (4)!
+loss.backward()
+assert compiled(x).grad_fn._forward_cls.metadata.bw_donated_idxs == []
+loss = compiled(x).pow(2).mean()
+with torch._functorch.config.patch(donated_buffer=True):
+    loss.backward(retain_graph=True)
 # --8<-- [end:proof]
