@@ -752,8 +752,9 @@ PHONE_SCREEN = {"width": 390, "height": 844}
 # What to write instead of retain_graph=True, each linked from the home page's first screen.
 DECISION = [
     "guide/alternatives/#sum-the-losses",
+    "guide/when-you-need-it/#gan",
     "guide/when-you-need-it/#truncated-bptt",
-    "#you-usually-do-not-need-it",
+    "article-corrected/#parameters-changed",
     "guide/alternatives/#checkpoint",
     "guide/when-you-need-it/#summary",
 ]
@@ -830,6 +831,31 @@ def test_the_language_switch_keeps_the_readers_section(tab, url, anchor, lang):
     assert landed.endswith("#" + anchor), f"from #{anchor} of /{url}, the switch led to /{landed}"
     top = tab.page.evaluate(f"document.getElementById('{anchor}').getBoundingClientRect().top")
     assert 0 <= top < 200, f"/{landed}: the section is not at the top of the window ({top} px)"
+    assert not tab.problems, tab.problems
+
+
+def section_top(tab: Tab, anchor: str) -> float:
+    return tab.page.evaluate(f"document.getElementById('{anchor}').getBoundingClientRect().top")
+
+
+@pytest.mark.parametrize("screen", [DESKTOP, PHONE_SCREEN], ids=["1280x800", "390x844"])
+def test_a_switch_straight_after_an_anchor_link_keeps_its_section(tab, screen):
+    """A reader who follows a link to a section switches at once, both ways. The browser leaves
+    the section's heading its scroll-margin-top (more than the header) below the window's top,
+    where a rule that looked just under the header took the section before it."""
+    anchor = "gan"
+    tab.page.set_viewport_size(screen)
+    try:
+        tab.visit("guide/when-you-need-it/#" + anchor)
+        for lang, url in (("zh", "zh/guide/when-you-need-it/"), ("en", "guide/when-you-need-it/")):
+            wait_for_switcher(tab)
+            tab.page.dispatch_event(f"a.md-select__link[hreflang={lang}]", "click")
+            tab.page.wait_for_url(tab.base + url + "*", wait_until="load")
+            landed = tab.page.url.removeprefix(tab.base)
+            assert landed == url + "#" + anchor, f"{screen}: the switch to {lang} led to /{landed}"
+            assert 0 <= section_top(tab, anchor) < 200, f"/{landed}: #{anchor} is not in view"
+    finally:
+        tab.page.set_viewport_size(DESKTOP)
     assert not tab.problems, tab.problems
 
 
