@@ -900,3 +900,27 @@ def test_a_query_that_finds_nothing_says_where_to_look(tab, root, other):
     hint, links = typed(tab, root, "qwzxv")
     paths = {href.removeprefix(tab.base).split("?")[0] for href in links}
     assert paths == {root + "guide/troubleshooting/", other}, (hint, links)
+
+
+def test_an_english_query_on_the_chinese_site_is_offered_the_english_search(tab):
+    """A query with no hanzi on /zh/ may be an English question the Chinese pages do not
+    answer well: with results shown, the hint still offers the English search, with links that
+    look like links."""
+    tab.real_search_index = True
+    try:
+        tab.visit("zh/")
+        tab.page.keyboard.press("/")
+        tab.page.fill("input.md-search__input", "DDP")
+        tab.page.press("input.md-search__input", "End")
+        tab.page.wait_for_selector(".md-search-result__item")
+        hint = tab.page.evaluate("""() => {
+          const h = document.querySelector('.search-hint'), a = h.querySelector('a');
+          if (h.hidden || !a) return null;
+          const s = getComputedStyle(a);
+          return [a.href, s.color, s.textDecorationLine,
+                  getComputedStyle(document.querySelector('article li a[href]')).color]; }""")
+    finally:
+        tab.real_search_index = False
+    assert hint, "/zh/: results for 'DDP', and no hint of the English search"
+    assert hint[0].startswith(tab.base + "?q=DDP"), hint
+    assert hint[2] == "underline" and hint[1] == hint[3], hint

@@ -3,7 +3,7 @@
 Each entry: the root it is typed on ("en": /, "zh": /zh/), the query, and the sections that
 answer it (page URL relative to the language root, then the anchor). The section that answers
 must be the first result (the one Enter opens) for at least 90 % of the queries and among the
-first three for every one (tests/test_search_answers.py).
+first three for every one (the search tests of tests/test_browser.py).
 
 The set was written before the search was tuned, and covers several phrasings per answer:
 PyTorch's messages pasted whole and in part, in their current and older wordings, and plain
