@@ -1,5 +1,5 @@
 """What the search indexes, so that a pasted error or a question lands on the section that
-answers it (measured by tests/test_search_answers.py, on the queries in
+answers it (measured by the search tests of tests/test_browser.py, on the queries in
 tests/data/search_queries.py).
 
 - The proofs ("How we know this" / "验证", ``??? success``) and the source notes ("Where this
@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import yaml
+from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
 KEYWORDS = Path(__file__).with_name("search_keywords.yml")
@@ -42,16 +43,26 @@ def on_post_page(output, page, config):
             _worker_name.append(match[2])
         return match[1] + WRAPPER + match[3]
 
-    return WORKER.sub(to_wrapper, output, count=1)
+    output, found = WORKER.subn(to_wrapper, output, count=1)
+    if not found and 'id="__config"' in output:
+        # A Material whose page config names its worker differently: fail loudly, not with a
+        # search that silently lost the Chinese segmentation (requirements-docs.txt pins 9.8.*).
+        raise PluginError(f"hooks/search_tuning.py: no search worker found in the config of "
+                          f"{page.file.src_uri}; WORKER no longer matches this mkdocs-material")
+    return output
 
 
 def write_worker(config):
-    if not _worker_name:
+    if not any(name.split("/")[-1] == "search" for name in config.plugins):
         return
+    if len(set(_worker_name)) != 1:
+        raise PluginError(f"hooks/search_tuning.py: not one search worker: {_worker_name}")
     [name] = set(_worker_name)
+    workers = Path(config.site_dir) / "assets" / "javascripts" / "workers"
+    if not (workers / name).is_file():
+        raise PluginError(f"hooks/search_tuning.py: Material's worker {name} is not in {workers}")
     source = Path(__file__).with_name("search_worker.js").read_text(encoding="utf-8")
-    target = Path(config.site_dir) / "assets" / "javascripts" / "workers" / WRAPPER
-    target.write_text(source.replace("__WORKER__", name), encoding="utf-8")
+    (workers / WRAPPER).write_text(source.replace("__WORKER__", name), encoding="utf-8")
 
 
 # --- Boosts and keywords (hooks/search_keywords.yml) -----------------------------------------

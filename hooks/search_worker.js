@@ -7,13 +7,13 @@
 // about 梯度惩罚; "反向传播" became "反向" and "传". Here each run is cut first, longest index
 // word first, and each word is sent followed by 〇, a character the index does not hold, so that
 // Material's cut keeps the word whole. Single characters that carry no meaning alone (的, 吗,
-// 和 ...) are dropped, as Material's English search drops "the". Everything else is Material's
-// worker, unchanged (hooks/search_tuning.py writes this file next to it and points the pages at
+// 和 ...) are dropped, as Material's English search drops "the"; 不, 对, 会, 要, 能 and 用 are
+// kept ("梯度不对" is not "梯度"). Everything else is Material's worker, unchanged (hooks/search_tuning.py writes this file next to it and points the pages at
 // it).
 "use strict"
 const HAN = /\p{sc=Han}+/gu
 const PAD = "\u3007"  // 〇
-const STOP = new Set("的了吗呢么啊吧和与及或是在把被也都就还要会能让用对从为个一不".split(""))
+const STOP = new Set("的了吗呢么啊吧和与及或是在把被也都就还让从为个一".split(""))
 let words = new Set()
 let longest = 1
 

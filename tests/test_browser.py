@@ -32,7 +32,7 @@ import siteserver
 import conftest
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
-from search_queries import QUERIES  # noqa: E402
+from search_queries import HELD_OUT, QUERIES  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -698,8 +698,8 @@ def typed_first_result(tb: Tab, lang: str, query: str) -> str:
     return path.split("?")[0] + ("#" + anchor if anchor else "")  # ?h=: the words highlighted
 
 
-def figures(lang: str, results: list[list[str]]) -> tuple[int, int, int, list[str]]:
-    queries = [(q, answers) for qlang, q, answers in QUERIES if qlang == lang]
+def figures(lang: str, results: list[list[str]], group=QUERIES) -> tuple[int, int, int, list[str]]:
+    queries = [(q, answers) for qlang, q, answers in group if qlang == lang]
     top1 = top3 = 0
     misses = []
     for (query, answers), found in zip(queries, results, strict=True):
@@ -716,13 +716,18 @@ def test_pasted_errors_and_questions_find_their_answer(tab):
     total1 = total3 = count = 0
     misses = []
     for lang in ("en", "zh"):
-        queries = [q for qlang, q, _ in QUERIES if qlang == lang]
-        top1, top3, n, missed = figures(lang, ask_worker(tab, lang, queries))
-        print(f"\nsearch /{root(lang)}: top-1 {top1}/{n} ({top1 / n:.0%}), "
-              f"top-3 {top3}/{n} ({top3 / n:.0%})")
-        total1, total3, count = total1 + top1, total3 + top3, count + n
-        misses += missed
-    print(f"search, both roots: top-1 {total1}/{count} ({total1 / count:.0%}), "
+        groups = {"tuned": QUERIES, "held out": HELD_OUT}
+        asked = [q for group in groups.values() for qlang, q, _ in group if qlang == lang]
+        found = ask_worker(tab, lang, asked)
+        for name, group in groups.items():
+            n_lang = sum(qlang == lang for qlang, _, _ in group)
+            top1, top3, n, missed = figures(lang, found[:n_lang], group)
+            found = found[n_lang:]
+            print(f"\nsearch /{root(lang)}, {name}: top-1 {top1}/{n} ({top1 / n:.0%}), "
+                  f"top-3 {top3}/{n} ({top3 / n:.0%})")
+            total1, total3, count = total1 + top1, total3 + top3, count + n
+            misses += [f"({name}) {m}" for m in missed]
+    print(f"search, both roots, both sets: top-1 {total1}/{count} ({total1 / count:.0%}), "
           f"top-3 {total3}/{count}")
     print("\n".join(misses))
     not_in_top3 = [m for m in misses if ": rank None," in m]
@@ -752,8 +757,9 @@ PHONE_SCREEN = {"width": 390, "height": 844}
 # What to write instead of retain_graph=True, each linked from the home page's first screen.
 DECISION = [
     "guide/alternatives/#sum-the-losses",
+    "guide/when-you-need-it/#gan",
     "guide/when-you-need-it/#truncated-bptt",
-    "#you-usually-do-not-need-it",
+    "article-corrected/#parameters-changed",
     "guide/alternatives/#checkpoint",
     "guide/when-you-need-it/#summary",
 ]
@@ -840,6 +846,31 @@ def test_the_language_switch_keeps_the_readers_section(tab, url, anchor, lang):
     assert not tab.problems, tab.problems
 
 
+def section_top(tab: Tab, anchor: str) -> float:
+    return tab.page.evaluate(f"document.getElementById('{anchor}').getBoundingClientRect().top")
+
+
+@pytest.mark.parametrize("screen", [DESKTOP, PHONE_SCREEN], ids=["1280x800", "390x844"])
+def test_a_switch_straight_after_an_anchor_link_keeps_its_section(tab, screen):
+    """A reader who follows a link to a section switches at once, both ways. The browser leaves
+    the section's heading its scroll-margin-top (more than the header) below the window's top,
+    where a rule that looked just under the header took the section before it."""
+    anchor = "gan"
+    tab.page.set_viewport_size(screen)
+    try:
+        tab.visit("guide/when-you-need-it/#" + anchor)
+        for lang, url in (("zh", "zh/guide/when-you-need-it/"), ("en", "guide/when-you-need-it/")):
+            wait_for_switcher(tab)
+            tab.page.dispatch_event(f"a.md-select__link[hreflang={lang}]", "click")
+            tab.page.wait_for_url(tab.base + url + "*", wait_until="load")
+            landed = tab.page.url.removeprefix(tab.base)
+            assert landed == url + "#" + anchor, f"{screen}: the switch to {lang} led to /{landed}"
+            assert 0 <= section_top(tab, anchor) < 200, f"/{landed}: #{anchor} is not in view"
+    finally:
+        tab.page.set_viewport_size(DESKTOP)
+    assert not tab.problems, tab.problems
+
+
 def typed(tab: Tab, root: str, query: str) -> tuple[str, list[str]]:
     """Type ``query`` into the search of ``root``; the hint shown, and the links in it."""
     tab.real_search_index = True
@@ -881,3 +912,27 @@ def test_a_query_that_finds_nothing_says_where_to_look(tab, root, other):
     hint, links = typed(tab, root, "qwzxv")
     paths = {href.removeprefix(tab.base).split("?")[0] for href in links}
     assert paths == {root + "guide/troubleshooting/", other}, (hint, links)
+
+
+def test_an_english_query_on_the_chinese_site_is_offered_the_english_search(tab):
+    """A query with no hanzi on /zh/ may be an English question the Chinese pages do not
+    answer well: with results shown, the hint still offers the English search, with links that
+    look like links."""
+    tab.real_search_index = True
+    try:
+        tab.visit("zh/")
+        tab.page.keyboard.press("/")
+        tab.page.fill("input.md-search__input", "DDP")
+        tab.page.press("input.md-search__input", "End")
+        tab.page.wait_for_selector(".md-search-result__item")
+        hint = tab.page.evaluate("""() => {
+          const h = document.querySelector('.search-hint'), a = h.querySelector('a');
+          if (h.hidden || !a) return null;
+          const s = getComputedStyle(a);
+          return [a.href, s.color, s.textDecorationLine,
+                  getComputedStyle(document.querySelector('article li a[href]')).color]; }""")
+    finally:
+        tab.real_search_index = False
+    assert hint, "/zh/: results for 'DDP', and no hint of the English search"
+    assert hint[0].startswith(tab.base + "?q=DDP"), hint
+    assert hint[2] == "underline" and hint[1] == hint[3], hint

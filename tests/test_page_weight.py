@@ -23,8 +23,10 @@ from urllib.parse import urljoin, urlsplit
 
 # bytes: the median page of the site, content included. Every page now shows the proof of each
 # lesson (collapsed under "How we know this"): code the pages ran before but did not show. The
-# median page was 400 KB without the proofs and 460 KB with them; 480 KB leaves room for text.
-TYPICAL_BUDGET = 480 * 1000
+# median page was 400 KB without the proofs and 460 KB with them; 480 KB left room for text. The
+# median page is now "with other features" (488 KB): the proof that dynamic shapes refuse the
+# first retaining backward (issue 31's review) took it over 480 KB.
+TYPICAL_BUDGET = 490 * 1000
 # Any single page. With the proofs shown, the heaviest pages (troubleshooting, 579 KB; the
 # popular article, 560 KB) are about 300 KB of HTML beside Material's 280 KB of CSS and JS;
 # compressed, as a server sends it, that HTML is 36-39 KB (gzip).

@@ -39,5 +39,30 @@ fresh = torch.compile(model, backend="aot_eager")
 loss = fresh(x).pow(2).mean()
 loss.backward(retain_graph=True)  # (3)!
 loss.backward()
+
+
+def first_retaining_backward(run, inputs):
+    try:
+        run(inputs).pow(2).mean().backward(retain_graph=True)
+    except RuntimeError as error:
+        return str(error)
+
+
+assert first_retaining_backward(fresh, torch.randn(5, 4)) == message  # (4)!
+torch._dynamo.reset()
+dynamic = torch.compile(model, backend="aot_eager", dynamic=True)
+assert first_retaining_backward(dynamic, x) == message  # (5)!
+
+torch._dynamo.reset()
+torch._functorch.config.donated_buffer = False  # (6)!
+grads = []
+for run in (torch.compile(model, backend="aot_eager", dynamic=True), model):
+    model.zero_grad()
+    loss = run(x).pow(2).mean()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    grads.append([p.grad.clone() for p in model.parameters()])
+assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(*grads, strict=True))
+torch._functorch.config.donated_buffer = True
 assert time.perf_counter() - started < 20
 # --8<-- [end:proof]
