@@ -72,11 +72,12 @@ def _call_text(lines: list[str], number: int) -> str:
     return text
 
 
-def run(path: Path, source: str | None = None, audited: bool = False):
-    """Run a fixture's source in a fresh namespace: (result tensors or the exception, report)."""
+def run(path: Path, source: str | None = None, audited: bool = False, **names):
+    """Run a fixture's source in a fresh namespace (with ``names`` in it): (result tensors or
+    the exception, report)."""
     source = path.read_text(encoding="utf-8") if source is None else source
     code = compile(source, str(path), "exec")
-    namespace = {"__name__": "__main__", "__file__": str(path)}
+    namespace = {"__name__": "__main__", "__file__": str(path), **names}
     torch.manual_seed(0)
     outcome, report = None, None
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_retaincheck_real_code import NEEDED, NOT_NEEDED, same, sites
+from test_retaincheck_real_code import run as run_fixture
 
 import retaincheck
 
@@ -37,22 +38,8 @@ EXPECTED = {
 
 
 def run(path: Path, source: str | None = None, audited: bool = False):
-    """(results or the exception that stopped the script, report)."""
-    source = path.read_text(encoding="utf-8") if source is None else source
-    code = compile(source, str(path), "exec")
-    namespace = {"__name__": "__main__", "__file__": str(path), "EARLY_GRAD": EARLY_GRAD}
-    torch.manual_seed(0)
-    report = None
-    try:
-        if audited:
-            with retaincheck.audit() as report:
-                exec(code, namespace)
-        else:
-            exec(code, namespace)
-        outcome = [t.detach().clone() if t is not None else None for t in namespace["result"]]
-    except Exception as exc:  # noqa: BLE001  (the outcome to compare)
-        outcome = exc
-    return outcome, report
+    """(results or the exception that stopped the script, report); the fixtures see EARLY_GRAD."""
+    return run_fixture(path, source, audited, EARLY_GRAD=EARLY_GRAD)
 
 
 def truth(path: Path, baseline) -> str:
