@@ -204,7 +204,10 @@ def test_a_fix_the_rerun_disproves_is_not_written(tmp_path):
     before = script.read_bytes()
     proc = cli("--fix", "--write", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "verdict: NOT NEEDED" in proc.stdout  # what the audit alone can say here
+    # Issue 27 B1: the failed rerun turns the audit's "not needed" into "needed" in the report
+    assert "verdict: NEEDED: walked again by the --fix rerun without retain_graph=True, which " \
+           "failed" in proc.stdout, proc.stdout
+    assert "NOT NEEDED" not in proc.stdout
     assert script.read_bytes() == before
     head, site = _fix_lines(proc)
     assert head.startswith(
@@ -221,6 +224,13 @@ def test_a_fix_the_rerun_disproves_is_not_written(tmp_path):
     assert _fix_lines(alone)[0].startswith("retaincheck --fix: nothing written; 1 change in 1 "
                                            "file, NOT proven: the rerun failed")
     assert script.read_bytes() == before
+    # ... and in the JSON and the CI gate: no exit 6 for a site the rerun proved needed
+    gate = cli("--fix", "--fail-on-unneeded", "--json", script.name, cwd=tmp_path)
+    assert gate.returncode == 0, gate.stderr
+    (call,) = json.loads(gate.stdout)["calls"]
+    assert (call["verdict"], call["needed"]) == ("needed", True), call
+    assert "not needed (exit status 6)" not in gate.stderr
+    assert cli("--fail-on-unneeded", script.name, cwd=tmp_path).returncode == 6  # audit alone
 
 
 def test_skip_proof_writes_and_says_unproven(tmp_path):

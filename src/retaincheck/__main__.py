@@ -460,6 +460,16 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
     """Print (and write) the report, --fix's plan, and return the exit status."""
     completed = stopped is None and getattr(report, "completed", True)
     rank = _rank()
+    fixes = None
+    if opts.fix:
+        # First: a failed proof turns its sites to "needed" before the report, the JSON and
+        # the --fail-on-unneeded gate read the verdicts.
+        from ._fix import fix
+        from ._proof import Program
+
+        program = Program(opts.script, opts.module, list(opts.args), start_dir, status)
+        fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
+                    program=program, skip_proof=opts.skip_proof)
     data = None
     if opts.json or opts.json_path:
         data = report.to_dict()
@@ -476,13 +486,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
         if rank is not None:
             text = f"=== retaincheck: rank {rank[0]} of {rank[1]} ===\n{text}"
     _emit(sys.stdout, text)
-    if opts.fix:
-        from ._fix import fix
-        from ._proof import Program
-
-        program = Program(opts.script, opts.module, list(opts.args), start_dir, status)
-        fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
-                    program=program, skip_proof=opts.skip_proof)
+    if fixes is not None:
         _emit(sys.stderr if opts.json else sys.stdout, fixes)
     if opts.fail_on_unneeded and (status != 0 or not completed):
         print(
