@@ -34,6 +34,8 @@ EXPECTED = {
     "rnn_step_fused.py": (NEEDED, LEAK, True),  # item 4: a fused step, no error
     "grad_read_between.py": (NEEDED, NEEDED, True),  # item 5: x.grad read between the calls
     "copy_slices.py": (NEEDED, NEEDED, True),  # item 6: CopySlices holds saved tensors
+    "function_saves_none.py": (NEEDED, NEEDED, True),  # F1: a Function that saved None
+    "function_saves_nothing.py": (NEEDED, NEEDED, True),  # F1: ... or nothing at all
 }
 
 
