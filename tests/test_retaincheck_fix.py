@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -270,3 +272,52 @@ def test_an_edited_module_is_what_the_rerun_imports(tmp_path):
     assert _fix_lines(proc)[0].startswith("retaincheck --fix: nothing written; 1 change in 1 "
                                           "file, NOT proven: the rerun failed"), proc.stdout
     assert (tmp_path / "helper.py").read_bytes() == before
+
+
+def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
+    """Issue 27 W1: the rerun without the flag exits 0 (the program catches the freed error)
+    but prints another number: the change is refused, and the site becomes needed."""
+    script = _copy(tmp_path, CLI_FIXTURES / "hidden_read_caught.py")
+    before = script.read_bytes()
+    def python(name):
+        return subprocess.run([sys.executable, name], cwd=tmp_path, capture_output=True,
+                              text=True, check=False, timeout=120)
+
+    plain = python(script.name)
+    (tmp_path / "without.py").write_bytes(before.replace(b"retain_graph=True", b""))
+    without = python("without.py")  # the truth: exit 0, another number
+    assert without.returncode == plain.returncode == 0, without.stderr
+    assert without.stdout != plain.stdout and "scale 1.0" in without.stdout
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert script.read_bytes() == before
+    assert proc.stdout.startswith(plain.stdout)  # the tee still prints the program's output
+    assert _fix_lines(proc)[0].startswith(
+        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun's "
+        "standard output differs from the audited run's (line 1: 'scale "), proc.stdout
+    assert "verdict: NEEDED" in proc.stdout
+
+
+def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
+    """Issue 27 W1: a second backward() that raises the freed-graph error inside
+    try/except, so the rerun exits 0 with the same (empty) output: the engine's error is seen."""
+    from retaincheck._proof import Program, prove
+
+    source = (
+        "import torch\n"
+        "w = torch.randn(3, requires_grad=True)\n"
+        "y = torch.tanh(w)\n"
+        "y.sum().backward()\n"
+        "try:\n"
+        "    y.sum().backward()\n"
+        "except RuntimeError:\n"
+        "    pass\n"
+    )
+    script = tmp_path / "caught.py"
+    script.write_text("import torch\n")  # the original; the rerun runs the changed copy
+    proof = prove({str(script): source.encode()},
+                  Program(script.name, None, [], str(tmp_path), 0, b""))
+    assert not proof.proven
+    assert proof.reason.startswith("the rerun raised a freed-graph error that the program "
+                                   "caught: Trying to backward through the graph a second "
+                                   "time"), proof.reason
