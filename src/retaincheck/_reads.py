@@ -20,8 +20,10 @@ watches: with hooks ``SavedVariable::unpack`` skips its version check ("Only che
 counter in the case without hooks"), so an in-place error the program would raise becomes a
 silent wrong gradient. So the code is read instead: the source of every file the audited
 program ran is searched for these names: the program's file, the files on the stack of every
-retaining call, and the modules imported while the audit ran (under ``python -m retaincheck``
-that is every module the script imports; torch and the standard library are left out).
+retaining call, every module of the user's own project in ``sys.modules`` (also one a test
+imported before the audit began), and the installed modules imported while the audit ran
+(under ``python -m retaincheck`` that is every module the script imports; torch and the
+standard library are left out).
 Where one is found, no site can be proven not needed, and those that nothing else reused are
 "could not tell: kept". The search errs toward a read: a call of any name bound from
 ``grad_fn``/``next_functions`` (or from a value built from one: a stack of nodes), any
@@ -242,9 +244,11 @@ def _kind(name: str) -> int:
 
 
 def reads_in(filenames, before=None) -> list[str]:
-    """``file:line`` of each read of a saved tensor in the files given and in the files of the
-    modules imported since ``before`` (a set of module names; None: every module imported
-    now); torch, retaincheck and the standard library are left out."""
+    """``file:line`` of each read of a saved tensor in the files given, in the files of every
+    module of the user's own (outside the standard library and site-packages: a helper that
+    a test imported before the audit began), and in those of the installed modules imported
+    since ``before`` (a set of module names; None: every module imported now); torch,
+    retaincheck and the standard library are left out."""
     files = {}
     for name in filenames:
         if name and not name.startswith("<"):
@@ -252,13 +256,13 @@ def reads_in(filenames, before=None) -> list[str]:
             if kind:
                 files[os.path.abspath(name)] = kind
     for module_name, module in list(sys.modules.items()):
-        if before is not None and module_name in before:
-            continue
         known = _modules.get(module_name)
         if known is None or known[0] is not module:
             name = getattr(module, "__file__", None)
             kind = _kind(name) if name.__class__ is str and name.endswith(".py") else 0
             known = _modules[module_name] = (module, os.path.abspath(name) if kind else "", kind)
+        if before is not None and module_name in before and known[2] != 2:
+            continue  # an installed package imported before the audit (pytest's own, ...)
         if known[2]:
             files[known[1]] = known[2]
     found = []
