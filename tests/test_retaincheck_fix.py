@@ -32,9 +32,12 @@ FIXED = (
 )
 
 SITE_LINES = """\
-  fixable.py:12  {verb} retain_graph=True (not needed in a completed run)
-  fixable.py:16  {verb} retain_graph=True (not needed in a completed run)
-  fixable.py:20  {verb} retain_graph=True (not needed in a completed run)
+  fixable.py:12  {verb} retain_graph=True (not needed in this run; code paths it did not \
+take are not checked)
+  fixable.py:16  {verb} retain_graph=True (not needed in this run; code paths it did not \
+take are not checked)
+  fixable.py:20  {verb} retain_graph=True (not needed in this run; code paths it did not \
+take are not checked)
   fixable.py:28  kept: needed (walked again by fixable.py:29)
   fixable.py:33  kept: create_graph=True retains the graph anyway (retain_graph defaults to \
 create_graph), so removing retain_graph=True frees nothing; write retain_graph=False by hand
@@ -241,7 +244,8 @@ def test_skip_proof_writes_and_says_unproven(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert _fix_lines(proc) == [
         "retaincheck --fix: wrote 1 change in 1 file, unproven (--skip-proof: no rerun checked it)",
-        "  hidden_read.py:9  removed retain_graph=True (not needed in a completed run, unproven)",
+        "  hidden_read.py:9  removed retain_graph=True (not needed in this run, unproven; code "
+        "paths it did not take are not checked)",
     ]
     assert "backward(retain_graph=True)" not in script.read_text()
     assert cli(script.name, cwd=tmp_path).returncode == 1  # what the proof would have caught

@@ -289,6 +289,14 @@ class _Tee:
         self.chunks: list[bytes] = []
         self.thread = threading.Thread(target=self._pump, name="retaincheck-tee", daemon=True)
         self.thread.start()
+        self.stdout = None
+        try:
+            to_fd_1 = sys.stdout.fileno() == 1
+        except Exception:  # a StringIO (main() called in a process that redirected it)
+            to_fd_1 = False
+        if not to_fd_1:  # Python's prints do not reach file descriptor 1: record them here
+            self.stdout = sys.stdout
+            sys.stdout = _Recorder(self.stdout, self.chunks)
 
     def _pump(self) -> None:
         while True:
@@ -306,6 +314,10 @@ class _Tee:
             sys.stdout.flush()
         except Exception:  # a closed or replaced sys.stdout: nothing of ours to flush
             pass
+        if self.stdout is not None:
+            if isinstance(sys.stdout, _Recorder):
+                sys.stdout = self.stdout
+            self.stdout = None
         os.dup2(self.target, 1)
         self.thread.join(timeout=10)
         done = not self.thread.is_alive()
@@ -313,6 +325,20 @@ class _Tee:
             os.close(self.read)
         os.close(self.target)
         return b"".join(self.chunks) if done else None
+
+
+class _Recorder:
+    """``sys.stdout`` that also keeps what is written (see ``_Tee``)."""
+
+    def __init__(self, stream, chunks: list):
+        self._stream, self._chunks = stream, chunks
+
+    def write(self, text):
+        self._chunks.append(str(text).encode("utf-8", "replace"))
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:

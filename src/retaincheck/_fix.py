@@ -310,7 +310,8 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
     for site in sites:
         done = "removed" if write else "remove"
         tail = "" if proof is not None else ", unproven"
-        action = site.reason or f"{done} retain_graph=True (not needed in a completed run{tail})"
+        action = site.reason or (f"{done} retain_graph=True (not needed in this run{tail}; "
+                                 "code paths it did not take are not checked)")
         lines.append(f"  {site.record.site:<{width}}  {action}")
     text = "\n".join(lines) + "\n"
     if diffs:

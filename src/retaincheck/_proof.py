@@ -92,7 +92,11 @@ def prove(changes: dict[str, bytes], program: Program) -> Proof:
     if caught:
         return Proof(False, f"the rerun raised a freed-graph error that the program caught: "
                      f"{caught}", seconds)
-    if program.stdout is not None and proc.stdout != program.stdout:
+    # Lines compared in any order: a program's prints and its subprocesses' output may
+    # interleave differently through a pipe than on a terminal.
+    if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(
+        program.stdout.splitlines()
+    ):
         return Proof(False, "the rerun's standard output differs from the audited run's "
                      f"({_first_difference(program.stdout, proc.stdout)})", seconds)
     return Proof(True, f"a rerun with the changes exited {proc.returncode} as the audited run "
