@@ -325,3 +325,31 @@ def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
     assert proof.reason.startswith("the rerun raised a freed-graph error that the program "
                                    "caught: Trying to backward through the graph a second "
                                    "time"), proof.reason
+
+
+def test_the_proof_sees_the_prints_of_main_called_in_process(tmp_path):
+    """W1's comparison of standard output: main() called in a process that redirected
+    sys.stdout (as the page's snippets do) must still record the program's prints, or every
+    proof of a program that prints would fail."""
+    (tmp_path / "p.py").write_text(
+        "import torch\n"
+        "w = torch.ones(2, requires_grad=True)\n"
+        "(w * w).sum().backward(retain_graph=True)\n"
+        "print('grad', w.grad.tolist())\n"
+    )
+    code = (
+        "import contextlib, io, sys\n"
+        "from retaincheck.__main__ import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    status = main(['--fix', 'p.py'])\n"
+        "sys.stdout.write(out.getvalue())\n"
+        "sys.exit(status)\n"
+    )
+    src = str(Path(__file__).parent.parent / "src")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, check=False, timeout=180,
+                          env={**__import__("os").environ, "PYTHONPATH": src})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("grad [2.0, 2.0]\n"), proc.stdout
+    assert "1 change in 1 file, proven: a rerun" in proc.stdout, proc.stdout
