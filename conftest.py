@@ -452,7 +452,7 @@ def _retaincheck_sees_only_its_own_test(request, monkeypatch):
     process for saved-tensor reads (issue 27 F4). Other tests load some that have them
     (docs_tools/autograd_svg.py, snippets): hidden from sys.modules during a retaincheck test,
     so that its verdicts do not depend on which tests ran before it in the same worker."""
-    if not request.node.module.__name__.startswith("test_retaincheck"):
+    if not request.node.path.name.startswith("test_retaincheck"):
         return
     shared = (str(ROOT / "docs_tools") + os.sep, str(ROOT / "snippets") + os.sep)
     for name, module in list(sys.modules.items()):
