@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,9 +32,12 @@ FIXED = (
 )
 
 SITE_LINES = """\
-  fixable.py:12  {verb} retain_graph=True (not needed in a completed run)
-  fixable.py:16  {verb} retain_graph=True (not needed in a completed run)
-  fixable.py:20  {verb} retain_graph=True (not needed in a completed run)
+  fixable.py:12  {verb} retain_graph=True (not needed in this run; code paths it did not \
+take are not checked)
+  fixable.py:16  {verb} retain_graph=True (not needed in this run; code paths it did not \
+take are not checked)
+  fixable.py:20  {verb} retain_graph=True (not needed in this run; code paths it did not \
+take are not checked)
   fixable.py:28  kept: needed (walked again by fixable.py:29)
   fixable.py:33  kept: create_graph=True retains the graph anyway (retain_graph defaults to \
 create_graph), so removing retain_graph=True frees nothing; write retain_graph=False by hand
@@ -204,7 +209,10 @@ def test_a_fix_the_rerun_disproves_is_not_written(tmp_path):
     before = script.read_bytes()
     proc = cli("--fix", "--write", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "verdict: NOT NEEDED" in proc.stdout  # what the audit alone can say here
+    # Issue 27 B1: the failed rerun turns the audit's "not needed" into "needed" in the report
+    assert "verdict: NEEDED: walked again by the --fix rerun without retain_graph=True, which " \
+           "failed" in proc.stdout, proc.stdout
+    assert "NOT NEEDED" not in proc.stdout
     assert script.read_bytes() == before
     head, site = _fix_lines(proc)
     assert head.startswith(
@@ -221,6 +229,13 @@ def test_a_fix_the_rerun_disproves_is_not_written(tmp_path):
     assert _fix_lines(alone)[0].startswith("retaincheck --fix: nothing written; 1 change in 1 "
                                            "file, NOT proven: the rerun failed")
     assert script.read_bytes() == before
+    # ... and in the JSON and the CI gate: no exit 6 for a site the rerun proved needed
+    gate = cli("--fix", "--fail-on-unneeded", "--json", script.name, cwd=tmp_path)
+    assert gate.returncode == 0, gate.stderr
+    (call,) = json.loads(gate.stdout)["calls"]
+    assert (call["verdict"], call["needed"]) == ("needed", True), call
+    assert "not needed (exit status 6)" not in gate.stderr
+    assert cli("--fail-on-unneeded", script.name, cwd=tmp_path).returncode == 6  # audit alone
 
 
 def test_skip_proof_writes_and_says_unproven(tmp_path):
@@ -229,7 +244,8 @@ def test_skip_proof_writes_and_says_unproven(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert _fix_lines(proc) == [
         "retaincheck --fix: wrote 1 change in 1 file, unproven (--skip-proof: no rerun checked it)",
-        "  hidden_read.py:9  removed retain_graph=True (not needed in a completed run, unproven)",
+        "  hidden_read.py:9  removed retain_graph=True (not needed in this run, unproven; code "
+        "paths it did not take are not checked)",
     ]
     assert "backward(retain_graph=True)" not in script.read_text()
     assert cli(script.name, cwd=tmp_path).returncode == 1  # what the proof would have caught
@@ -260,3 +276,80 @@ def test_an_edited_module_is_what_the_rerun_imports(tmp_path):
     assert _fix_lines(proc)[0].startswith("retaincheck --fix: nothing written; 1 change in 1 "
                                           "file, NOT proven: the rerun failed"), proc.stdout
     assert (tmp_path / "helper.py").read_bytes() == before
+
+
+def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
+    """Issue 27 W1: the rerun without the flag exits 0 (the program catches the freed error)
+    but prints another number: the change is refused, and the site becomes needed."""
+    script = _copy(tmp_path, CLI_FIXTURES / "hidden_read_caught.py")
+    before = script.read_bytes()
+    def python(name):
+        return subprocess.run([sys.executable, name], cwd=tmp_path, capture_output=True,
+                              text=True, check=False, timeout=120)
+
+    plain = python(script.name)
+    (tmp_path / "without.py").write_bytes(before.replace(b"retain_graph=True", b""))
+    without = python("without.py")  # the truth: exit 0, another number
+    assert without.returncode == plain.returncode == 0, without.stderr
+    assert without.stdout != plain.stdout and "scale 1.0" in without.stdout
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert script.read_bytes() == before
+    assert proc.stdout.startswith(plain.stdout)  # the tee still prints the program's output
+    assert _fix_lines(proc)[0].startswith(
+        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun's "
+        "standard output differs from the audited run's (line 1: 'scale "), proc.stdout
+    assert "verdict: NEEDED" in proc.stdout
+
+
+def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
+    """Issue 27 W1: a second backward() that raises the freed-graph error inside
+    try/except, so the rerun exits 0 with the same (empty) output: the engine's error is seen."""
+    from retaincheck._proof import Program, prove
+
+    source = (
+        "import torch\n"
+        "w = torch.randn(3, requires_grad=True)\n"
+        "y = torch.tanh(w)\n"
+        "y.sum().backward()\n"
+        "try:\n"
+        "    y.sum().backward()\n"
+        "except RuntimeError:\n"
+        "    pass\n"
+    )
+    script = tmp_path / "caught.py"
+    script.write_text("import torch\n")  # the original; the rerun runs the changed copy
+    proof = prove({str(script): source.encode()},
+                  Program(script.name, None, [], str(tmp_path), 0, b""))
+    assert not proof.proven
+    assert proof.reason.startswith("the rerun raised a freed-graph error that the program "
+                                   "caught: Trying to backward through the graph a second "
+                                   "time"), proof.reason
+
+
+def test_the_proof_sees_the_prints_of_main_called_in_process(tmp_path):
+    """W1's comparison of standard output: main() called in a process that redirected
+    sys.stdout (as the page's snippets do) must still record the program's prints, or every
+    proof of a program that prints would fail."""
+    (tmp_path / "p.py").write_text(
+        "import torch\n"
+        "w = torch.ones(2, requires_grad=True)\n"
+        "(w * w).sum().backward(retain_graph=True)\n"
+        "print('grad', w.grad.tolist())\n"
+    )
+    code = (
+        "import contextlib, io, sys\n"
+        "from retaincheck.__main__ import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    status = main(['--fix', 'p.py'])\n"
+        "sys.stdout.write(out.getvalue())\n"
+        "sys.exit(status)\n"
+    )
+    src = str(Path(__file__).parent.parent / "src")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, check=False, timeout=180,
+                          env={**__import__("os").environ, "PYTHONPATH": src})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("grad [2.0, 2.0]\n"), proc.stdout
+    assert "1 change in 1 file, proven: a rerun" in proc.stdout, proc.stdout

@@ -264,3 +264,39 @@ def test_every_call_is_seen_whatever_the_import_style(pytester, monkeypatch):
 def test_the_plugin_is_declared_as_a_pytest11_entry_point():
     text = (ROOT / "pyproject.toml").read_text()
     assert '[project.entry-points.pytest11]\nretaincheck = "retaincheck.pytest_plugin"' in text
+
+
+GRAPHDEBUG = {
+    "graphdebug.py": "def saved_output(t):\n    return t.grad_fn._saved_result\n",
+    "test_x.py": '''
+import torch
+from graphdebug import saved_output
+
+
+def test_sigmoid_saved():
+    x = torch.ones(4, requires_grad=True)
+    y = x.sigmoid()
+    y.sum().backward(retain_graph=True)
+    assert torch.equal(saved_output(y), y)
+''',
+}
+
+
+def test_a_helper_imported_before_the_audit_is_searched(pytester, monkeypatch):
+    """Issue 27 F4: the test module imports a helper of the project that reads a saved tensor;
+    the helper was imported at collection, before any test's audit. The flag is needed (the
+    test fails without it), so it must never be listed as not needed."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.syspath_prepend(pytester.path)
+    pytester.makepyfile(**GRAPHDEBUG)
+    result = run(pytester, "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result) == [
+        "no retain_graph=True found not needed (1 test audited, 1 backward()/grad() call seen)"
+    ]
+    # the truth: without the flag the test fails with the freed-graph error
+    pytester.makepyfile(test_x=GRAPHDEBUG["test_x.py"].replace("retain_graph=True", ""))
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    assert any("backward through the graph a second time" in line for line in result.outlines)

@@ -52,7 +52,7 @@ out = io.StringIO()
 with contextlib.redirect_stdout(out):
     assert main(["--fix", "--write", "read.py"]) == 0
 refused = out.getvalue()
-assert "verdict: NOT NEEDED" in refused
+assert "verdict: NEEDED: walked again by the --fix rerun" in refused
 assert "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun " \
        "failed (exit status 1): RuntimeError: Trying to backward through the graph" in refused
 assert Path("read.py").read_bytes() == source  # (5)!

@@ -275,6 +275,72 @@ def _program_file(opts: Options, code) -> str:
         return ""
 
 
+class _Tee:
+    """For --fix's proof: copy what the program writes to file descriptor 1 (prints,
+    ``os.write(1, ...)``, subprocesses) to where it was going, and keep it, so that the rerun's
+    standard output can be compared with the audited run's."""
+
+    def __init__(self):
+        sys.stdout.flush()
+        self.target = os.dup(1)
+        self.read, write = os.pipe()
+        os.dup2(write, 1)
+        os.close(write)
+        self.chunks: list[bytes] = []
+        self.thread = threading.Thread(target=self._pump, name="retaincheck-tee", daemon=True)
+        self.thread.start()
+        self.stdout = None
+        try:
+            to_fd_1 = sys.stdout.fileno() == 1
+        except Exception:  # a StringIO (main() called in a process that redirected it)
+            to_fd_1 = False
+        if not to_fd_1:  # Python's prints do not reach file descriptor 1: record them here
+            self.stdout = sys.stdout
+            sys.stdout = _Recorder(self.stdout, self.chunks)
+
+    def _pump(self) -> None:
+        while True:
+            data = os.read(self.read, 65536)
+            if not data:
+                return
+            self.chunks.append(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.target, view) :]
+
+    def close(self) -> bytes | None:
+        """What the program wrote; None when a process it started still holds the output."""
+        try:
+            sys.stdout.flush()
+        except Exception:  # a closed or replaced sys.stdout: nothing of ours to flush
+            pass
+        if self.stdout is not None:
+            if isinstance(sys.stdout, _Recorder):
+                sys.stdout = self.stdout
+            self.stdout = None
+        os.dup2(self.target, 1)
+        self.thread.join(timeout=10)
+        done = not self.thread.is_alive()
+        if done:
+            os.close(self.read)
+        os.close(self.target)
+        return b"".join(self.chunks) if done else None
+
+
+class _Recorder:
+    """``sys.stdout`` that also keeps what is written (see ``_Tee``)."""
+
+    def __init__(self, stream, chunks: list):
+        self._stream, self._chunks = stream, chunks
+
+    def write(self, text):
+        self._chunks.append(str(text).encode("utf-8", "replace"))
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:
     """Run the program under the audit: (report, exit status, what stopped it or None).
 
@@ -434,9 +500,11 @@ def main(argv: list[str] | None = None) -> int:
         real_stdout = os.dup(1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
+    tee = _Tee() if opts.fix and not opts.skip_proof else None
     try:
         report, status, stopped = _run_program(opts, code)
     finally:
+        printed = tee.close() if tee is not None else None
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
@@ -450,16 +518,28 @@ def main(argv: list[str] | None = None) -> int:
         # A second Ctrl-C must not cut the report short.
         sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return _finish(opts, report, status, stopped, start_dir)
+        return _finish(opts, report, status, stopped, start_dir, printed)
     finally:
         if sigint is not None:
             signal.signal(signal.SIGINT, sigint)
 
 
-def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
+def _finish(opts: Options, report, status: int, stopped, start_dir: str,
+            printed: bytes | None = None) -> int:
     """Print (and write) the report, --fix's plan, and return the exit status."""
     completed = stopped is None and getattr(report, "completed", True)
     rank = _rank()
+    fixes = None
+    if opts.fix:
+        # First: a failed proof turns its sites to "needed" before the report, the JSON and
+        # the --fail-on-unneeded gate read the verdicts.
+        from ._fix import fix
+        from ._proof import Program
+
+        program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
+                          printed)
+        fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
+                    program=program, skip_proof=opts.skip_proof)
     data = None
     if opts.json or opts.json_path:
         data = report.to_dict()
@@ -476,13 +556,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str) -> int:
         if rank is not None:
             text = f"=== retaincheck: rank {rank[0]} of {rank[1]} ===\n{text}"
     _emit(sys.stdout, text)
-    if opts.fix:
-        from ._fix import fix
-        from ._proof import Program
-
-        program = Program(opts.script, opts.module, list(opts.args), start_dir, status)
-        fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
-                    program=program, skip_proof=opts.skip_proof)
+    if fixes is not None:
         _emit(sys.stderr if opts.json else sys.stdout, fixes)
     if opts.fail_on_unneeded and (status != 0 or not completed):
         print(

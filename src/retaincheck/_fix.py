@@ -220,6 +220,18 @@ def _diff(old: bytes, new: bytes, name: str) -> str:
     return "".join(difflib.unified_diff(a, b, f"a/{name}", f"b/{name}"))
 
 
+def _refuted(record, changed: int) -> None:
+    """The proof's rerun without this flag failed: the verdict "not needed" was wrong, so the
+    record now says needed (for the report, the JSON and --fail-on-unneeded alike). With
+    several changes the one to blame is unknown: each is kept as needed."""
+    record.needed = True
+    record.reused_executions = record.executions
+    record.reused_by = [
+        "the --fix rerun without retain_graph=True, which failed" if changed == 1 else
+        f"the --fix rerun without all {changed} retain_graph=True, which failed"
+    ]
+
+
 def fix(report, completed: bool, status: int = 0, *, write: bool = False,
         dirs: list[str] | None = None, program=None, skip_proof: bool = False) -> str:
     """Plan, prove (rerun ``program``, a ``_proof.Program``, with the changes) and with
@@ -262,6 +274,7 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
         if not proof.proven:
             for _, changed_sites in edits.values():
                 for site in changed_sites:
+                    _refuted(site.record, changed)
                     site.reason = (
                         "kept: the rerun without retain_graph=True failed, so the verdict "
                         "was wrong here (please report it)" if changed == 1 else
@@ -297,7 +310,8 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
     for site in sites:
         done = "removed" if write else "remove"
         tail = "" if proof is not None else ", unproven"
-        action = site.reason or f"{done} retain_graph=True (not needed in a completed run{tail})"
+        action = site.reason or (f"{done} retain_graph=True (not needed in this run{tail}; "
+                                 "code paths it did not take are not checked)")
         lines.append(f"  {site.record.site:<{width}}  {action}")
     text = "\n".join(lines) + "\n"
     if diffs:

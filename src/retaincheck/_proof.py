@@ -43,6 +43,7 @@ class Program:
     args: list[str]
     cwd: str
     status: int = 0
+    stdout: bytes | None = None  # what the audited run wrote to its standard output
 
 
 def prove(changes: dict[str, bytes], program: Program) -> Proof:
@@ -58,9 +59,10 @@ def prove(changes: dict[str, bytes], program: Program) -> Proof:
                 f.write(source)
             copies[path] = copy
         spec = os.path.join(tmp, "spec.json")
+        marker = os.path.join(tmp, "freed.txt")
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
-                       "args": program.args, "copies": copies}, f)
+                       "args": program.args, "copies": copies, "marker": marker}, f)
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         boot = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -76,6 +78,10 @@ def prove(changes: dict[str, bytes], program: Program) -> Proof:
         except OSError as exc:
             return Proof(False, f"the rerun could not start ({exc.strerror or exc})", 0.0)
         seconds = time.perf_counter() - start
+        caught = None
+        if os.path.exists(marker):
+            with open(marker, encoding="utf-8", errors="replace") as f:
+                caught = (f.read().strip().splitlines() or [""])[0][:160]
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
     if any(text in output for text in FREED):
         return Proof(False, f"the rerun failed (exit status {proc.returncode}): "
@@ -83,8 +89,54 @@ def prove(changes: dict[str, bytes], program: Program) -> Proof:
     if proc.returncode != program.status:
         return Proof(False, f"the rerun exited with status {proc.returncode}, the audited run "
                      f"with {program.status}: {_last_error(output)}", seconds)
+    if caught:
+        return Proof(False, f"the rerun raised a freed-graph error that the program caught: "
+                     f"{caught}", seconds)
+    # Lines compared in any order: a program's prints and its subprocesses' output may
+    # interleave differently through a pipe than on a terminal.
+    if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(
+        program.stdout.splitlines()
+    ):
+        return Proof(False, "the rerun's standard output differs from the audited run's "
+                     f"({_first_difference(program.stdout, proc.stdout)})", seconds)
     return Proof(True, f"a rerun with the changes exited {proc.returncode} as the audited run "
                  f"did ({seconds:.1f} s)", seconds)
+
+
+def _first_difference(old: bytes, new: bytes) -> str:
+    a = old.decode("utf-8", "replace").splitlines()
+    b = new.decode("utf-8", "replace").splitlines()
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"line {i + 1}: {x[:60]!r} became {y[:60]!r}"
+    return f"{len(a)} lines became {len(b)}"
+
+
+def _watch_engine(marker: str) -> None:
+    """In the rerun: note any freed-graph error the autograd engine raises, even one the
+    program catches (``try: loss.backward() except RuntimeError: ...``), which would otherwise
+    pass as a clean run with different results. Every backward()/grad() call reaches the
+    engine through ``Variable._execution_engine.run_backward`` (``torch/autograd/graph.py``,
+    ``_engine_run_backward``), the entry the audit wraps too."""
+    import torch  # noqa: F401 (the program imports it anyway)
+    from torch.autograd.variable import Variable
+
+    engine = Variable._execution_engine
+
+    class Watch:
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        def run_backward(self, *args, **kwargs):
+            try:
+                return engine.run_backward(*args, **kwargs)
+            except RuntimeError as exc:
+                if any(text in str(exc) for text in FREED):
+                    with open(marker, "a", encoding="utf-8") as f:
+                        f.write(str(exc).replace("\n", " ") + "\n")
+                raise
+
+    Variable._execution_engine = Watch()
 
 
 def _distributed() -> bool:
@@ -140,6 +192,7 @@ def child(spec_path: str) -> None:
             return found
 
     sys.meta_path.insert(0, Finder)
+    _watch_engine(spec["marker"])
     tail = sys.path[2:]  # drop retaincheck's folder and -c's '' (python script.py has neither)
     if spec["module"] is not None:
         sys.argv = [spec["module"], *spec["args"]]

@@ -20,12 +20,18 @@ watches: with hooks ``SavedVariable::unpack`` skips its version check ("Only che
 counter in the case without hooks"), so an in-place error the program would raise becomes a
 silent wrong gradient. So the code is read instead: the source of every file the audited
 program ran is searched for these names: the program's file, the files on the stack of every
-retaining call, and the modules imported while the audit ran (under ``python -m retaincheck``
-that is every module the script imports; torch and the standard library are left out).
+retaining call, every module of the user's own project in ``sys.modules`` (also one a test
+imported before the audit began), and the installed modules imported while the audit ran
+(under ``python -m retaincheck`` that is every module the script imports; torch and the
+standard library are left out).
 Where one is found, no site can be proven not needed, and those that nothing else reused are
-"could not tell: kept". A custom Function's own
-``backward``/``jvp``/``vjp`` reading ``ctx.saved_tensors`` runs inside a backward pass, where
-the pre-hooks see it, and does not count.
+"could not tell: kept". The search errs toward a read: a call of any name bound from
+``grad_fn``/``next_functions`` (or from a value built from one: a stack of nodes), any
+``.__call__`` on one, and any string that could name a saved-tensor attribute
+(``getattr(n, "saved_tensors")``) count. Only a custom Function's own
+``backward``/``jvp``/``vjp`` (a method of a class whose base is named ``...Function``, or that
+has ``setup_context``) reading ``ctx.saved_tensors`` runs inside a backward pass, where the
+pre-hooks see it, and does not count.
 """
 
 from __future__ import annotations
@@ -36,9 +42,14 @@ import re
 import sys
 import sysconfig
 
-_PREFILTER = re.compile(r"_saved|saved_tensors|saved_variables|grad_fn\s*\(|next_functions")
+_PREFILTER = re.compile(r"_saved|saved_tensors|saved_variables|grad_fn|next_functions")
 _CTX_NAMES = frozenset({"saved_tensors", "saved_variables", "_raw_saved_tensors"})
 _OWN_BACKWARD = frozenset({"backward", "jvp", "vjp", "backward_extended", "_backward"})
+_SAVED_TEXT = ("_saved", "saved_tensors", "saved_variables")
+# A string that may name an attribute or a dotted path to one (getattr(n, "saved_tensors"),
+# attrgetter("grad_fn._saved_self"), "_saved_" + name); a file name or a sentence is not one.
+_ATTRIBUTE_TEXT = re.compile(r"[A-Za-z0-9_.]*(?<!\.py)")
+_NODE_ATTRS = frozenset({"grad_fn", "next_functions"})
 _names: frozenset[str] | None = None
 _cache: dict[tuple[str, float, int], tuple[int, ...]] = {}
 
@@ -59,6 +70,69 @@ def saved_attribute_names() -> frozenset[str]:
     return _names
 
 
+def _is_function_class(node: ast.ClassDef) -> bool:
+    """A ``torch.autograd.Function`` subclass (a base named ``...Function``) or a class with
+    ``setup_context``: only its ``backward`` runs inside a backward pass."""
+    for base in node.bases:
+        name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+        if name.endswith("Function"):
+            return True
+    return any(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+               b.name == "setup_context" for b in node.body)
+
+
+def _bound_names(target: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _node_names(tree: ast.AST) -> set[str]:
+    """Names that may hold a graph node: bound (anywhere in the file) from an expression that
+    reads ``grad_fn``/``next_functions`` or such a name (``fn = y.grad_fn``,
+    ``stack = [(loss.grad_fn, g)]``, ``n, g = stack.pop()``, ``for nxt, _ in
+    n.next_functions``), and the parameters of a function of this file called with one.
+    Conservative: any doubt makes a call of the name count as a read."""
+    bindings: list[tuple[list[str], ast.AST]] = []
+    functions: dict[str, list[str]] = {}
+    calls: list[ast.Call] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            bindings.append(([n for t in node.targets for n in _bound_names(t)], node.value))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value:
+            bindings.append((_bound_names(node.target), node.value))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            bindings.append((_bound_names(node.target), node.iter))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            bindings.append((_bound_names(node.optional_vars), node.context_expr))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            params = [a.arg for a in (*node.args.posonlyargs, *node.args.args,
+                                      *node.args.kwonlyargs)]
+            if not isinstance(node, ast.Lambda):
+                functions.setdefault(node.name, []).extend(params)
+        elif isinstance(node, ast.Call):
+            calls.append(node)
+    tainted: set[str] = set()
+
+    def reads_node(expr: ast.AST) -> bool:
+        return any(
+            (isinstance(n, ast.Attribute) and n.attr in _NODE_ATTRS)
+            or (isinstance(n, ast.Name) and n.id in tainted)
+            for n in ast.walk(expr)
+        )
+
+    while True:
+        before = len(tainted)
+        for names, value in bindings:
+            if not set(names) <= tainted and reads_node(value):
+                tainted.update(names)
+        for call in calls:
+            if isinstance(call.func, ast.Name) and call.func.id in functions and any(
+                reads_node(a) for a in (*call.args, *(k.value for k in call.keywords))
+            ):
+                tainted.update(functions[call.func.id])
+        if len(tainted) == before:
+            return tainted
+
+
 def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
     """Line numbers where the code reads a saved tensor outside a backward pass."""
     if not _PREFILTER.search(source):
@@ -68,37 +142,55 @@ def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
     except (SyntaxError, ValueError):
         return ()
     names = saved_attribute_names()
+    node_names = _node_names(tree)
+    docstrings = {
+        id(body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and (body := n.body) and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    }
     found: set[int] = set()
 
-    def visit(node, in_backward: bool):
+    def visit(node, in_backward: bool, in_function_class: bool):
         for child in ast.iter_child_nodes(node):
-            inside = in_backward
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                inside = child.name in _OWN_BACKWARD
+            inside, function_class = in_backward, False
+            if isinstance(child, ast.ClassDef):
+                function_class = _is_function_class(child)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inside = in_function_class and child.name in _OWN_BACKWARD
             if isinstance(child, ast.Attribute):
                 attr = child.attr
                 if attr in names or attr.startswith("_raw_saved_"):
                     found.add(child.lineno)
                 elif attr in _CTX_NAMES and not in_backward:
                     found.add(child.lineno)
-            elif isinstance(child, ast.Call) and _calls_a_node(child.func):
+            elif isinstance(child, ast.Call) and _calls_a_node(child.func, node_names):
                 found.add(child.lineno)  # y.grad_fn(g): Node::operator() unpacks, no pre-hook
-            elif isinstance(child, ast.Constant) and isinstance(child.value, str):
+            elif (isinstance(child, ast.Constant) and isinstance(child.value, str)
+                  and id(child) not in docstrings and not in_backward):
                 text = child.value
-                if text in names or text in ("_saved", "_saved_", "_raw_saved", "_raw_saved_"):
+                if text in names or (_ATTRIBUTE_TEXT.fullmatch(text) and
+                                     any(t in text for t in _SAVED_TEXT)):
                     found.add(child.lineno)  # getattr(node, "_saved_" + name) and the like
-            visit(child, inside)
+            visit(child, inside, function_class)
 
-    visit(tree, False)
+    visit(tree, False, False)
     return tuple(sorted(found))
 
 
-def _calls_a_node(func: ast.AST) -> bool:
-    """``y.grad_fn(...)`` or ``y.grad_fn.next_functions[0][0](...)``: a node called directly."""
+def _calls_a_node(func: ast.AST, node_names: set[str] = frozenset()) -> bool:
+    """A node called directly: ``y.grad_fn(...)``, ``y.grad_fn.next_functions[0][0](...)``,
+    ``fn(...)`` or ``nodes[0](...)`` for a name that may hold a node, ``x.__call__(...)`` on
+    one."""
     if isinstance(func, ast.Attribute) and func.attr == "grad_fn":
         return True
+    if isinstance(func, ast.Attribute) and func.attr != "__call__":
+        return False  # a method of the value (stack.pop(), node.name()): not the node itself
     return any(
-        isinstance(n, ast.Attribute) and n.attr == "next_functions" for n in ast.walk(func)
+        (isinstance(n, ast.Attribute) and n.attr in _NODE_ATTRS)
+        or (isinstance(n, ast.Name) and n.id in node_names)
+        for n in ast.walk(func)
     )
 
 
@@ -152,9 +244,11 @@ def _kind(name: str) -> int:
 
 
 def reads_in(filenames, before=None) -> list[str]:
-    """``file:line`` of each read of a saved tensor in the files given and in the files of the
-    modules imported since ``before`` (a set of module names; None: every module imported
-    now); torch, retaincheck and the standard library are left out."""
+    """``file:line`` of each read of a saved tensor in the files given, in the files of every
+    module of the user's own (outside the standard library and site-packages: a helper that
+    a test imported before the audit began), and in those of the installed modules imported
+    since ``before`` (a set of module names; None: every module imported now); torch,
+    retaincheck and the standard library are left out."""
     files = {}
     for name in filenames:
         if name and not name.startswith("<"):
@@ -162,13 +256,13 @@ def reads_in(filenames, before=None) -> list[str]:
             if kind:
                 files[os.path.abspath(name)] = kind
     for module_name, module in list(sys.modules.items()):
-        if before is not None and module_name in before:
-            continue
         known = _modules.get(module_name)
         if known is None or known[0] is not module:
             name = getattr(module, "__file__", None)
             kind = _kind(name) if name.__class__ is str and name.endswith(".py") else 0
             known = _modules[module_name] = (module, os.path.abspath(name) if kind else "", kind)
+        if before is not None and module_name in before and known[2] != 2:
+            continue  # an installed package imported before the audit (pytest's own, ...)
         if known[2]:
             files[known[1]] = known[2]
     found = []

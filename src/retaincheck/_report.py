@@ -202,7 +202,9 @@ class Report:
                     + (f" and {len(c.unseen_reads) - 3} more" if len(c.unseen_reads) > 3 else "")
                 )
             elif not c.needed:
-                verdict += ": no later backward() or grad() walked this graph"
+                # The verdict covers only the paths this run took (issue 27 F3).
+                verdict += (": no later backward() or grad() walked this graph in this run "
+                            "(code paths it did not take are not checked)")
             lines.append(f"    verdict: {verdict}")
             kept = f"    kept:    {human(c.retained_bytes)} of saved tensors"
             if c.executions > 1:

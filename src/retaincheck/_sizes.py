@@ -54,7 +54,23 @@ def saved_tensors(node, tensor_type) -> tuple[list, bool]:
                 found.append(data)
             elif data is not None:
                 opaque = True  # packed by a saved_tensors_hooks pack hook: not a tensor
+        if isinstance(saved, (list, tuple)) and not found:
+            opaque = True  # a released TensorList raises on unpack, even an empty one
+    if not found and _python_function(node):
+        # A custom Function's node (and torch.compile's CompiledFunctionBackward) is freed by
+        # PyNode::release_variables whatever it saved (None, or nothing): a later
+        # ctx.saved_tensors raises (torch/csrc/autograd/python_function.cpp,
+        # THPFunction_saved_tensors -> unpack_saved_variables checks has_freed_buffers).
+        opaque = True
     return found, opaque
+
+
+def _python_function(node) -> bool:
+    try:
+        from torch.autograd.function import BackwardCFunction
+    except Exception:  # pragma: no cover - an older torch: assume a Python node
+        return hasattr(type(node), "_raw_saved_tensors")
+    return isinstance(node, BackwardCFunction) or hasattr(type(node), "_raw_saved_tensors")
 
 
 def storage_key(tensor):
