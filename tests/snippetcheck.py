@@ -289,7 +289,7 @@ def _run_in_server(
         reply = _Server.run(request, variant)
 
         stdout_text = "" if stdout else _read_output(out)
-        return Run(reply["returncode"], stdout_text, _read_output(err), reply["seconds"])
+        return Run(reply["returncode"], stdout_text, _read_stderr(err), reply["seconds"])
 
 
 def _run_in_new_interpreter(
@@ -341,12 +341,30 @@ def _run_in_new_interpreter(
                 proc.wait()
 
         stdout_text = "" if stdout else _read_output(out)
-        return Run(returncode, stdout_text, _read_output(err), time.perf_counter() - start)
+        return Run(returncode, stdout_text, _read_stderr(err), time.perf_counter() - start)
 
 
 def _read_output(path: Path) -> str:
     """What a run wrote to ``path`` (nothing, if it never opened it)."""
     return path.read_bytes().decode("utf-8", "replace") if path.exists() else ""
+
+
+# torch's TCPStore client connects to 127.0.0.1 as the IPv6 address ::ffff:127.0.0.1 and, to
+# name the connection in its log, asks getnameinfo() for that address's host name
+# (torch/csrc/distributed/c10d/socket.cpp, SocketConnectOp::tryConnect and formatSockAddr).
+# Hosts files name 127.0.0.1, not its mapped form, so the lookup goes to DNS; when the resolver
+# times out, torch logs this one warning to stderr and goes on with the numeric address. It
+# depends on the machine's DNS, not on the program (seen here once in 6 full runs): that exact
+# line, and nothing else, does not count as the program writing to stderr.
+_RESOLVER_NOISE = re.compile(
+    r"^\[W[^\]\n]*socket\.cpp:\d+\] \[c10d\] The hostname of the client socket cannot be "
+    r"retrieved\. err=-?\d+\n",
+    re.MULTILINE,
+)
+
+
+def _read_stderr(path: Path) -> str:
+    return _RESOLVER_NOISE.sub("", _read_output(path))
 
 
 LESSONRUN = Path(__file__).with_name("lessonrun.py")

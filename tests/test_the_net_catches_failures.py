@@ -231,3 +231,19 @@ def test_a_spawned_process_starts_clean_and_sees_its_environment():
     assert seen[1] == seen[3] == {**dict(clean), "forked from the program": False,
                                   "marker": "set before the start",
                                   "parent started with the marker": True}
+
+
+def test_only_torchs_resolver_warning_is_taken_out_of_stderr(tmp_path):
+    noise = (
+        "[W1205 00:35:12.123456789 socket.cpp:207] [c10d] The hostname of the client socket"
+        " cannot be retrieved. err=-3\n"
+    )
+    path = tmp_path / "stderr"
+    for text, kept in [
+        (noise, ""),
+        (noise + "UserWarning: real\n", "UserWarning: real\n"),
+        ("[W1205 00:35:12.1 socket.cpp:207] [c10d] something else\n", None),
+        ("print: The hostname of the client socket cannot be retrieved. err=-3\n", None),
+    ]:
+        path.write_text(text)
+        assert snippetcheck._read_stderr(path) == (text if kept is None else kept)
