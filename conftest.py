@@ -53,6 +53,12 @@ def pytest_addoption(parser):
         "new interpreters that compile with Inductor; about 2 minutes, needs g++)",
     )
     parser.addoption(
+        "--all-pages",
+        action="store_true",
+        help="also walk every page pair in Chromium (tests/test_browser.py; the test command "
+        "walks four that cover every kind of page element; about 40 s of CPU)",
+    )
+    parser.addoption(
         "--changed",
         action="store_true",
         help="run only the page fences and snippet tests whose page, snippet, stored output or "
@@ -73,6 +79,11 @@ OPT_IN = {
         "--linkchecker",
         "linkchecker's crawl of the served site",
         "python -m pytest tests/test_links.py --linkchecker -m linkchecker",
+    ),
+    "all_pages": (
+        "--all-pages",
+        "Chromium's walk of the other page pairs (offline load, phone fit, copy, language switch)",
+        "python -m pytest tests/test_browser.py --all-pages -m all_pages",
     ),
     "inductor": (
         "--inductor",

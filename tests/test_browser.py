@@ -475,7 +475,19 @@ def page_problems(tab: Tab, pair, lang: str, width: int) -> list[str]:
     return [f"/{pair.url(lang)} at {width} px: {p}" for p in tab.problems + checks]
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=[p.id for p in PAIRS])
+# The test command walks the pairs that cover every kind of page element: the home page (its
+# answer-first list), troubleshooting (widest tables, heaviest Chinese page), benchmarks
+# (figures) and with-other-features (most folded proofs and source notes). The other pairs
+# repeat those elements on other text; they cost 3-4 s of a 2-core machine each, so they run
+# where slow checks run once (.ci/run: --all-pages -m all_pages).
+EVERY_RUN = ("home", "guide/troubleshooting/", "benchmarks/", "guide/with-other-features/")
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [pytest.param(p, marks=() if p.id in EVERY_RUN else pytest.mark.all_pages) for p in PAIRS],
+    ids=[p.id for p in PAIRS],
+)
 def test_page_pair_works_offline_and_switches_language(tab, pair):
     """Both languages of a page load from 127.0.0.1 only, cleanly; figures render at a desktop's
     and at a phone's width; copy buttons copy; each fits a phone; the language switcher leads
