@@ -33,6 +33,7 @@ EXPECTED = {
     "rnn_step_plain.py": (NEEDED, LEAK, False),  # item 4: the step's in-place error stops it
     "rnn_step_fused.py": (NEEDED, LEAK, True),  # item 4: a fused step, no error
     "grad_read_between.py": (NEEDED, NEEDED, True),  # item 5: x.grad read between the calls
+    "hook_per_loss.py": (NEEDED, NEEDED, True),  # S1: a hook records each loss's gradient
     "copy_slices.py": (NEEDED, NEEDED, True),  # item 6: CopySlices holds saved tensors
     "function_saves_none.py": (NEEDED, NEEDED, True),  # F1: a Function that saved None
     "function_saves_nothing.py": (NEEDED, NEEDED, True),  # F1: ... or nothing at all
@@ -103,6 +104,23 @@ def test_no_sum_is_offered_where_a_gradient_is_read_between_the_calls(tmp_path):
     (tmp_path / "plain.py").write_text(plain, encoding="utf-8")  # the source is read back
     _, report = run(tmp_path / "plain.py", audited=True)
     assert "sum the losses" in report.calls[0].suggestion
+
+
+def test_no_sum_is_offered_where_a_gradient_hook_sees_each_loss(tmp_path):
+    """Issue 27 S1: summing hook_per_loss.py's two losses gives w the same gradient, but its
+    hook one norm instead of two (both forms run here): "sum the losses" must not be offered."""
+    path = FIXTURES / "hook_per_loss.py"
+    source = path.read_text(encoding="utf-8")
+    two, report = run(path, audited=True)
+    summed_source = source.replace("l1.backward(retain_graph=True)  # site: first\nl2.backward()",
+                                   "(l1 + l2).backward()")
+    assert summed_source != source
+    summed, _ = run(path, summed_source)
+    assert torch.allclose(two[0], summed[0])  # the same gradient ...
+    assert (len(two[1]), len(summed[1])) == (2, 1)  # ... but the hook saw one, not two
+    (call,) = report.calls
+    assert "sum the losses" not in call.suggestion, call.suggestion
+    assert "reads, zeroes or steps with a gradient" in call.suggestion
 
 
 def test_a_detach_hint_is_a_check_the_user_makes():
