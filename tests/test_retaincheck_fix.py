@@ -304,9 +304,10 @@ def test_an_edited_module_is_what_the_rerun_imports(tmp_path):
 
 
 @pytest.mark.proof
-def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
+def test_a_rerun_that_catches_the_freed_error_is_not_proven(tmp_path):
     """Issue 27 W1: the rerun without the flag exits 0 (the program catches the freed error)
-    but prints another number: the change is refused, and the site becomes needed."""
+    and prints another number: the change is refused (the caught error is seen first), and
+    the site becomes needed."""
     script = _copy(tmp_path, CLI_FIXTURES / "hidden_read_caught.py")
     before = script.read_bytes()
     def python(name):
@@ -323,14 +324,42 @@ def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
     assert script.read_bytes() == before
     assert proc.stdout.startswith(plain.stdout)  # the tee still prints the program's output
     assert _fix_lines(proc)[0].startswith(
-        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun's "
-        "standard output differs from the audited run's (line 1: 'scale "), proc.stdout
+        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun raised "
+        "a freed-graph error that the program caught: Trying to backward"), proc.stdout
     assert "verdict: NEEDED" in proc.stdout
 
 
-def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
-    """Issue 27 W1: a second backward() that raises the freed-graph error inside
-    try/except, so the rerun exits 0 with the same (empty) output: the engine's error is seen."""
+@pytest.mark.proof
+def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
+    """Issue 27 W1: a rerun that exits as the audited run did, with no freed-graph error, but
+    prints something else, is not a proof."""
+    from retaincheck._proof import Program, prove
+
+    script = tmp_path / "p.py"
+    script.write_text("print('scale 0.5')\n")  # the original; the rerun runs the changed copy
+    proof = prove({str(script): b"print('scale 1.0')\n"},
+                  Program(script.name, None, [], str(tmp_path), 0, b"scale 0.5\n"))
+    assert not proof.proven
+    assert proof.reason == ("the rerun's standard output differs from the audited run's "
+                            "(line 1: 'scale 0.5' became 'scale 1.0')"), proof.reason
+
+
+CAUGHT = {  # what raises the freed-graph error that the program catches
+    "backward": "    y.sum().backward()\n",  # the engine
+    "node-call": "    y.grad_fn(torch.ones(3))\n",  # a node called directly (no engine)
+    "saved-attribute": "    y.grad_fn._saved_result\n",  # a saved tensor's getter
+}
+
+
+@pytest.mark.parametrize("how", [
+    pytest.param("backward", marks=pytest.mark.proof),
+    "node-call",
+    pytest.param("saved-attribute", marks=pytest.mark.proof),
+])
+def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path, how):
+    """Issue 27 W1: the freed-graph error raised inside try/except, so the rerun exits 0 with
+    the same (empty) output: the proof still sees it, from the engine (backward) and from the
+    paths that unpack a saved tensor without it (a direct node call, a _saved_* getter)."""
     from retaincheck._proof import Program, prove
 
     source = (
@@ -339,7 +368,7 @@ def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
         "y = torch.tanh(w)\n"
         "y.sum().backward()\n"
         "try:\n"
-        "    y.sum().backward()\n"
+        + CAUGHT[how] +
         "except RuntimeError:\n"
         "    pass\n"
     )

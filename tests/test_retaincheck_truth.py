@@ -41,6 +41,8 @@ EXPECTED = {
     "graph_walk.py": (NEEDED, COULD_NOT_TELL, True),  # F2: nodes popped from a stack, called
     "saved_by_getattr.py": (NEEDED, COULD_NOT_TELL, True),  # F2: getattr(n, "saved_tensors")
     "trainer_backward.py": (NEEDED, COULD_NOT_TELL, True),  # F2: a method named backward
+    "node_call_caught.py": (NEEDED, COULD_NOT_TELL, True),  # y.grad_fn(g) in try/except
+    "saved_read_caught.py": (NEEDED, COULD_NOT_TELL, True),  # grad_fn._saved_* in try/except
 }
 
 
