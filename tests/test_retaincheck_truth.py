@@ -43,6 +43,8 @@ EXPECTED = {
     "trainer_backward.py": (NEEDED, COULD_NOT_TELL, True),  # F2: a method named backward
     "node_call_caught.py": (NEEDED, COULD_NOT_TELL, True),  # y.grad_fn(g) in try/except
     "saved_read_caught.py": (NEEDED, COULD_NOT_TELL, True),  # grad_fn._saved_* in try/except
+    "exec_read.py": (NEEDED, COULD_NOT_TELL, True),  # F5: a node call in exec'd code
+    "exec_clean.py": (NOT_NEEDED, NOT_NEEDED, True),  # F5: exec'd code that reads no graph
 }
 
 
@@ -84,10 +86,12 @@ def test_verdict_and_label_match_the_truth(name):
         assert call.history_leak and "h = h.detach()" in call.suggestion
         assert f"NEEDED ONLY BECAUSE HISTORY LEAKS: walked again by {call.site}" in report.format()
     if want_verdict == COULD_NOT_TELL:
-        # the line after the site, or the lines marked "# read" / "(read)"
-        marked = [i for i, text in enumerate(path.read_text().splitlines(), 1)
-                  if text.endswith(("# read", "(read)"))] or [call.line + 1]
-        reads = [f"{call.file}:{i}" for i in marked]
+        # the line after the site, or the lines marked "# read" / "(read)" / "# exec'd read"
+        lines = path.read_text().splitlines()
+        marked = [i for i, text in enumerate(lines, 1)
+                  if text.endswith(("# read", "(read)", "# exec'd read"))] or [call.line + 1]
+        reads = [f"{call.file}:{i}" + (" (exec'd code)" if lines[i - 1].endswith("exec'd read")
+                                       else "") for i in marked]
         assert call.unseen_reads == reads
         assert f"COULD NOT TELL: KEPT: no later backward() or grad() walked this graph, but " \
                f"saved tensors are read at {', '.join(reads)}" in report.format()
