@@ -18,6 +18,7 @@ from test_retaincheck_real_code import NEEDED, NOT_NEEDED, same, sites
 from test_retaincheck_real_code import run as run_fixture
 
 import retaincheck
+from retaincheck._sizes import saved_tensor_names
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retaincheck" / "truth"
 EARLY_GRAD = torch.autograd.grad  # bound at import, before any audit
@@ -171,3 +172,61 @@ def test_a_leak_seen_before_the_pass_raises_is_still_a_leak():
             h.pow(2).mean().backward(retain_graph=True)
     (call,) = report.calls
     assert (call.executions, call.verdict) == (2, LEAK)
+
+
+CPP_FUNCTION = r"""
+#include <torch/extension.h>
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// A C++ custom autograd Function: its node (CppNode<Square>) shows Python no saved tensors.
+struct Square : public torch::autograd::Function<Square> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x) {
+    ctx->save_for_backward({x});
+    return x * x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();  // raises once release_variables freed them
+    return {grads[0] * 2 * saved[0]};
+  }
+};
+
+torch::Tensor square(torch::Tensor x) { return Square::apply(x); }
+"""
+
+CPP_PROGRAM = """\
+import torch
+
+w = torch.randn(4, requires_grad=True)
+y = cpp.square(w)
+y.sum().backward(retain_graph=True)  # site: first
+(y * 3).sum().backward()
+result = [w.grad]
+"""
+
+
+@pytest.mark.proof
+def test_a_cpp_custom_function_counts_as_holding_saved_tensors(tmp_path):
+    """Issue 27 item 6: a C++ custom Function's node (compiled here with g++ through
+    torch.utils.cpp_extension.load_inline) shows Python no ``_raw_saved_*`` attribute, yet
+    frees what it saved: the truth, found by switching the flag off, is "needed", and so must
+    the verdict be (the rule in _sizes.saved_tensor_names: such a node is "opaque")."""
+    from torch.utils.cpp_extension import load_inline
+
+    build = tmp_path / "build"
+    build.mkdir()
+    cpp = load_inline("retaincheck_cpp_square", CPP_FUNCTION, functions=["square"],
+                      build_directory=str(build), verbose=False)
+    path = tmp_path / "cpp_function.py"
+    path.write_text(CPP_PROGRAM, encoding="utf-8")
+    baseline, _ = run_fixture(path, None, False, cpp=cpp)
+    audited, report = run_fixture(path, None, True, cpp=cpp)
+    assert same(baseline, audited)
+    without, _ = run_fixture(path, CPP_PROGRAM.replace("retain_graph=True", "retain_graph=False"),
+                             False, cpp=cpp)
+    assert isinstance(without, RuntimeError) and "backward through the graph a second time" in str(
+        without), without  # the truth: needed
+    (call,) = report.calls
+    assert (call.verdict, call.needed) == (NEEDED, True), report.format()
+    node_type = type(cpp.square(torch.ones(1, requires_grad=True)).grad_fn)
+    assert saved_tensor_names(node_type) == ((), True), node_type  # none seen: opaque
