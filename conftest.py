@@ -59,6 +59,13 @@ def pytest_addoption(parser):
         "walks four that cover every kind of page element; about 40 s of CPU)",
     )
     parser.addoption(
+        "--proof",
+        action="store_true",
+        help="also run retaincheck's slower checks (tests marked proof: more --fix proof "
+        "reruns, each a new interpreter importing torch, and a C++ custom Function compiled "
+        "with g++; about a minute)",
+    )
+    parser.addoption(
         "--changed",
         action="store_true",
         help="run only the page fences and snippet tests whose page, snippet, stored output or "
@@ -68,6 +75,10 @@ def pytest_addoption(parser):
 
 
 CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -m cpu_variants"
+PROOF_COMMAND = (
+    "python -m pytest tests/test_retaincheck_fix.py tests/test_retaincheck_truth.py "
+    "--proof -m proof"
+)
 # Checks that run only when asked for (.ci/run asks): marker -> (option, what, command).
 OPT_IN = {
     "cpu_variants": (
@@ -89,6 +100,11 @@ OPT_IN = {
         "--inductor",
         "the with-other-features page's Inductor claims (compiles with Inductor, needs g++)",
         "python -m pytest tests/test_inductor.py --inductor -m inductor",
+    ),
+    "proof": (
+        "--proof",
+        "retaincheck's slower checks (more --fix proof reruns, a C++ custom Function)",
+        PROOF_COMMAND,
     ),
 }
 

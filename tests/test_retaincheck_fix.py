@@ -1,5 +1,10 @@
 """``python -m retaincheck --fix``: what it removes, what it keeps and why, and that the
-rewritten program computes the same gradients."""
+rewritten program computes the same gradients.
+
+Each proof reruns the program in a new interpreter that imports torch (about 1.5 s), so the
+default run keeps one proven ``--fix --write``, one refused one (the file byte-identical) and
+the caught-error proof; the other proofs are marked ``proof`` and run in ``.ci/run`` (``python
+-m pytest tests/test_retaincheck_fix.py --proof -m proof``)."""
 
 from __future__ import annotations
 
@@ -52,6 +57,21 @@ def _copy(tmp_path: Path, source: Path = FIXABLE) -> Path:
     return copy
 
 
+def _diff_of(fix: str) -> str:
+    return fix.partition("\n\n")[2]
+
+
+def _assert_the_diff(diff: str) -> None:
+    assert diff.startswith("--- a/fixable.py\n+++ b/fixable.py\n@@ -9,18 +9,17 @@\n")
+    removed = [line for line in diff.splitlines() if line.startswith("-") and line[1:2] != "-"]
+    assert removed == [
+        '-loss.backward(retain_graph=True)  # the article says this "reuses" the graph',
+        "-(g1,) = torch.autograd.grad(out, w, retain_graph = True, allow_unused=False)",
+        "-    retain_graph=True,",
+    ]
+
+
+@pytest.mark.proof
 def test_fix_shows_a_diff_and_changes_nothing(tmp_path):
     script = _copy(tmp_path)
     proc = cli("--fix", script.name, cwd=tmp_path)
@@ -65,26 +85,22 @@ def test_fix_shows_a_diff_and_changes_nothing(tmp_path):
         r"the audited run did \(\d+\.\d s\) \(not written; add --write to apply\)", first
     ), first
     assert sites + "\n" == SITE_LINES.format(verb="remove")
-    assert diff.startswith("--- a/fixable.py\n+++ b/fixable.py\n@@ -9,18 +9,17 @@\n")
-    removed = [line for line in diff.splitlines() if line.startswith("-") and line[1:2] != "-"]
-    assert removed == [
-        '-loss.backward(retain_graph=True)  # the article says this "reuses" the graph',
-        "-(g1,) = torch.autograd.grad(out, w, retain_graph = True, allow_unused=False)",
-        "-    retain_graph=True,",
-    ]
+    _assert_the_diff(diff)
 
 
 def test_fix_write_keeps_formatting_and_the_gradients(tmp_path):
+    """The default run's end-to-end --fix --write: proven by a rerun, then written."""
     script = _copy(tmp_path)
-    before = cli(script.name, cwd=tmp_path).stdout.splitlines()[0]
-    assert before.startswith("gradients ")
     proc = cli("--fix", "--write", script.name, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    before = proc.stdout.splitlines()[0]  # the audited run's own print, teed
+    assert before.startswith("gradients ")
     assert re.search(
         r"retaincheck --fix: wrote 3 changes in 1 file, proven: a rerun with the changes exited 0 "
         r"as the audited run did \(\d+\.\d s\)\n" + re.escape(SITE_LINES.format(verb="removed")),
         proc.stdout,
     ), proc.stdout
+    _assert_the_diff(_diff_of(proc.stdout[proc.stdout.index("retaincheck --fix:") :]))
     assert script.read_text() == FIXED  # comments, spacing, blank lines: all as they were
     # Rerun: the same gradients, bit for bit (the digest of their bytes), and no site that
     # --fix could remove is left.
@@ -224,18 +240,25 @@ def test_a_fix_the_rerun_disproves_is_not_written(tmp_path):
         "was wrong here (please report it)"
     )
     assert not list(tmp_path.glob("*.retaincheck-tmp"))
-    # --fix alone says the same, and writes nothing either
+    assert cli("--fail-on-unneeded", script.name, cwd=tmp_path).returncode == 6  # audit alone
+
+
+@pytest.mark.proof
+def test_a_disproved_fix_is_needed_in_the_json_and_the_gate(tmp_path):
+    """--fix alone says the rerun failed and writes nothing; the JSON and the CI gate read the
+    refuted site as needed (issue 27 B1: no exit 6 for a site the rerun proved needed)."""
+    script = _copy(tmp_path, HIDDEN)
+    before = script.read_bytes()
     alone = cli("--fix", script.name, cwd=tmp_path)
     assert _fix_lines(alone)[0].startswith("retaincheck --fix: nothing written; 1 change in 1 "
                                            "file, NOT proven: the rerun failed")
     assert script.read_bytes() == before
-    # ... and in the JSON and the CI gate: no exit 6 for a site the rerun proved needed
     gate = cli("--fix", "--fail-on-unneeded", "--json", script.name, cwd=tmp_path)
     assert gate.returncode == 0, gate.stderr
     (call,) = json.loads(gate.stdout)["calls"]
     assert (call["verdict"], call["needed"]) == ("needed", True), call
     assert "not needed (exit status 6)" not in gate.stderr
-    assert cli("--fail-on-unneeded", script.name, cwd=tmp_path).returncode == 6  # audit alone
+    assert script.read_bytes() == before
 
 
 def test_skip_proof_writes_and_says_unproven(tmp_path):
@@ -251,6 +274,7 @@ def test_skip_proof_writes_and_says_unproven(tmp_path):
     assert cli(script.name, cwd=tmp_path).returncode == 1  # what the proof would have caught
 
 
+@pytest.mark.proof
 def test_the_rerun_has_the_same_arguments_environment_and_working_directory(tmp_path):
     script = _copy(tmp_path, CLI_FIXTURES / "argv_env_cwd.py")
     work = tmp_path / "work"
@@ -265,6 +289,7 @@ def test_the_rerun_has_the_same_arguments_environment_and_working_directory(tmp_
     assert "retain_graph=True)" not in script.read_text()
 
 
+@pytest.mark.proof
 def test_an_edited_module_is_what_the_rerun_imports(tmp_path):
     """The site is in a module the script imports: the rerun must import the edited copy (the
     original would pass and the change would be written)."""
@@ -278,9 +303,11 @@ def test_an_edited_module_is_what_the_rerun_imports(tmp_path):
     assert (tmp_path / "helper.py").read_bytes() == before
 
 
-def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
+@pytest.mark.proof
+def test_a_rerun_that_catches_the_freed_error_is_not_proven(tmp_path):
     """Issue 27 W1: the rerun without the flag exits 0 (the program catches the freed error)
-    but prints another number: the change is refused, and the site becomes needed."""
+    and prints another number: the change is refused (the caught error is seen first), and
+    the site becomes needed."""
     script = _copy(tmp_path, CLI_FIXTURES / "hidden_read_caught.py")
     before = script.read_bytes()
     def python(name):
@@ -297,14 +324,42 @@ def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
     assert script.read_bytes() == before
     assert proc.stdout.startswith(plain.stdout)  # the tee still prints the program's output
     assert _fix_lines(proc)[0].startswith(
-        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun's "
-        "standard output differs from the audited run's (line 1: 'scale "), proc.stdout
+        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun raised "
+        "a freed-graph error that the program caught: Trying to backward"), proc.stdout
     assert "verdict: NEEDED" in proc.stdout
 
 
-def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
-    """Issue 27 W1: a second backward() that raises the freed-graph error inside
-    try/except, so the rerun exits 0 with the same (empty) output: the engine's error is seen."""
+@pytest.mark.proof
+def test_a_rerun_whose_output_differs_is_not_proven(tmp_path):
+    """Issue 27 W1: a rerun that exits as the audited run did, with no freed-graph error, but
+    prints something else, is not a proof."""
+    from retaincheck._proof import Program, prove
+
+    script = tmp_path / "p.py"
+    script.write_text("print('scale 0.5')\n")  # the original; the rerun runs the changed copy
+    proof = prove({str(script): b"print('scale 1.0')\n"},
+                  Program(script.name, None, [], str(tmp_path), 0, b"scale 0.5\n"))
+    assert not proof.proven
+    assert proof.reason == ("the rerun's standard output differs from the audited run's "
+                            "(line 1: 'scale 0.5' became 'scale 1.0')"), proof.reason
+
+
+CAUGHT = {  # what raises the freed-graph error that the program catches
+    "backward": "    y.sum().backward()\n",  # the engine
+    "node-call": "    y.grad_fn(torch.ones(3))\n",  # a node called directly (no engine)
+    "saved-attribute": "    y.grad_fn._saved_result\n",  # a saved tensor's getter
+}
+
+
+@pytest.mark.parametrize("how", [
+    pytest.param("backward", marks=pytest.mark.proof),
+    "node-call",
+    pytest.param("saved-attribute", marks=pytest.mark.proof),
+])
+def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path, how):
+    """Issue 27 W1: the freed-graph error raised inside try/except, so the rerun exits 0 with
+    the same (empty) output: the proof still sees it, from the engine (backward) and from the
+    paths that unpack a saved tensor without it (a direct node call, a _saved_* getter)."""
     from retaincheck._proof import Program, prove
 
     source = (
@@ -313,7 +368,7 @@ def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
         "y = torch.tanh(w)\n"
         "y.sum().backward()\n"
         "try:\n"
-        "    y.sum().backward()\n"
+        + CAUGHT[how] +
         "except RuntimeError:\n"
         "    pass\n"
     )
@@ -327,6 +382,7 @@ def test_a_caught_freed_error_in_the_rerun_is_not_proven(tmp_path):
                                    "time"), proof.reason
 
 
+@pytest.mark.proof
 def test_the_proof_sees_the_prints_of_main_called_in_process(tmp_path):
     """W1's comparison of standard output: main() called in a process that redirected
     sys.stdout (as the page's snippets do) must still record the program's prints, or every

@@ -300,3 +300,25 @@ def test_a_helper_imported_before_the_audit_is_searched(pytester, monkeypatch):
     result = run(pytester)
     result.assert_outcomes(failed=1)
     assert any("backward through the graph a second time" in line for line in result.outlines)
+
+
+def test_the_module_named_with_p_beside_the_installed_entry_point(pytester, monkeypatch):
+    """Issue 27 B2: with the package installed (its pytest11 entry point, autoloaded) and the
+    module named with ``-p`` as well, as a CI config written for both setups does, pluggy
+    refused to register the module a second time under the other name and pytest stopped."""
+    from importlib.metadata import entry_points
+
+    assert [ep.value for ep in entry_points(group="pytest11", name="retaincheck")] == [
+        "retaincheck.pytest_plugin"
+    ], "the package is not installed: pip install -e .[test]"
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    pytester.makepyfile(test_one=(
+        "import torch\n\n\ndef test_one():\n    w = torch.ones(3, requires_grad=True)\n"
+        "    torch.exp(w).sum().backward(retain_graph=True)\n"
+    ))
+    result = pytester.runpytest_inprocess(
+        "-p", "retaincheck.pytest_plugin", "--retaincheck", "-p", "no:cacheprovider",
+        "-p", "no:xdist", "-p", "no:randomly", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    )
+    assert result.ret == 0, result.outlines
+    assert "1 retain_graph=True call site not needed (1 test audited" in result.stdout.str()

@@ -18,6 +18,7 @@ from test_retaincheck_real_code import NEEDED, NOT_NEEDED, same, sites
 from test_retaincheck_real_code import run as run_fixture
 
 import retaincheck
+from retaincheck._sizes import saved_tensor_names
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retaincheck" / "truth"
 EARLY_GRAD = torch.autograd.grad  # bound at import, before any audit
@@ -33,6 +34,7 @@ EXPECTED = {
     "rnn_step_plain.py": (NEEDED, LEAK, False),  # item 4: the step's in-place error stops it
     "rnn_step_fused.py": (NEEDED, LEAK, True),  # item 4: a fused step, no error
     "grad_read_between.py": (NEEDED, NEEDED, True),  # item 5: x.grad read between the calls
+    "hook_per_loss.py": (NEEDED, NEEDED, True),  # S1: a hook records each loss's gradient
     "copy_slices.py": (NEEDED, NEEDED, True),  # item 6: CopySlices holds saved tensors
     "function_saves_none.py": (NEEDED, NEEDED, True),  # F1: a Function that saved None
     "function_saves_nothing.py": (NEEDED, NEEDED, True),  # F1: ... or nothing at all
@@ -40,6 +42,10 @@ EXPECTED = {
     "graph_walk.py": (NEEDED, COULD_NOT_TELL, True),  # F2: nodes popped from a stack, called
     "saved_by_getattr.py": (NEEDED, COULD_NOT_TELL, True),  # F2: getattr(n, "saved_tensors")
     "trainer_backward.py": (NEEDED, COULD_NOT_TELL, True),  # F2: a method named backward
+    "node_call_caught.py": (NEEDED, COULD_NOT_TELL, True),  # y.grad_fn(g) in try/except
+    "saved_read_caught.py": (NEEDED, COULD_NOT_TELL, True),  # grad_fn._saved_* in try/except
+    "exec_read.py": (NEEDED, COULD_NOT_TELL, True),  # F5: a node call in exec'd code
+    "exec_clean.py": (NOT_NEEDED, NOT_NEEDED, True),  # F5: exec'd code that reads no graph
 }
 
 
@@ -81,10 +87,12 @@ def test_verdict_and_label_match_the_truth(name):
         assert call.history_leak and "h = h.detach()" in call.suggestion
         assert f"NEEDED ONLY BECAUSE HISTORY LEAKS: walked again by {call.site}" in report.format()
     if want_verdict == COULD_NOT_TELL:
-        # the line after the site, or the lines marked "# read" / "(read)"
-        marked = [i for i, text in enumerate(path.read_text().splitlines(), 1)
-                  if text.endswith(("# read", "(read)"))] or [call.line + 1]
-        reads = [f"{call.file}:{i}" for i in marked]
+        # the line after the site, or the lines marked "# read" / "(read)" / "# exec'd read"
+        lines = path.read_text().splitlines()
+        marked = [i for i, text in enumerate(lines, 1)
+                  if text.endswith(("# read", "(read)", "# exec'd read"))] or [call.line + 1]
+        reads = [f"{call.file}:{i}" + (" (exec'd code)" if lines[i - 1].endswith("exec'd read")
+                                       else "") for i in marked]
         assert call.unseen_reads == reads
         assert f"COULD NOT TELL: KEPT: no later backward() or grad() walked this graph, but " \
                f"saved tensors are read at {', '.join(reads)}" in report.format()
@@ -103,6 +111,23 @@ def test_no_sum_is_offered_where_a_gradient_is_read_between_the_calls(tmp_path):
     (tmp_path / "plain.py").write_text(plain, encoding="utf-8")  # the source is read back
     _, report = run(tmp_path / "plain.py", audited=True)
     assert "sum the losses" in report.calls[0].suggestion
+
+
+def test_no_sum_is_offered_where_a_gradient_hook_sees_each_loss(tmp_path):
+    """Issue 27 S1: summing hook_per_loss.py's two losses gives w the same gradient, but its
+    hook one norm instead of two (both forms run here): "sum the losses" must not be offered."""
+    path = FIXTURES / "hook_per_loss.py"
+    source = path.read_text(encoding="utf-8")
+    two, report = run(path, audited=True)
+    summed_source = source.replace("l1.backward(retain_graph=True)  # site: first\nl2.backward()",
+                                   "(l1 + l2).backward()")
+    assert summed_source != source
+    summed, _ = run(path, summed_source)
+    assert torch.allclose(two[0], summed[0])  # the same gradient ...
+    assert (len(two[1]), len(summed[1])) == (2, 1)  # ... but the hook saw one, not two
+    (call,) = report.calls
+    assert "sum the losses" not in call.suggestion, call.suggestion
+    assert "reads, zeroes or steps with a gradient" in call.suggestion
 
 
 def test_a_detach_hint_is_a_check_the_user_makes():
@@ -147,3 +172,61 @@ def test_a_leak_seen_before_the_pass_raises_is_still_a_leak():
             h.pow(2).mean().backward(retain_graph=True)
     (call,) = report.calls
     assert (call.executions, call.verdict) == (2, LEAK)
+
+
+CPP_FUNCTION = r"""
+#include <torch/extension.h>
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// A C++ custom autograd Function: its node (CppNode<Square>) shows Python no saved tensors.
+struct Square : public torch::autograd::Function<Square> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x) {
+    ctx->save_for_backward({x});
+    return x * x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();  // raises once release_variables freed them
+    return {grads[0] * 2 * saved[0]};
+  }
+};
+
+torch::Tensor square(torch::Tensor x) { return Square::apply(x); }
+"""
+
+CPP_PROGRAM = """\
+import torch
+
+w = torch.randn(4, requires_grad=True)
+y = cpp.square(w)
+y.sum().backward(retain_graph=True)  # site: first
+(y * 3).sum().backward()
+result = [w.grad]
+"""
+
+
+@pytest.mark.proof
+def test_a_cpp_custom_function_counts_as_holding_saved_tensors(tmp_path):
+    """Issue 27 item 6: a C++ custom Function's node (compiled here with g++ through
+    torch.utils.cpp_extension.load_inline) shows Python no ``_raw_saved_*`` attribute, yet
+    frees what it saved: the truth, found by switching the flag off, is "needed", and so must
+    the verdict be (the rule in _sizes.saved_tensor_names: such a node is "opaque")."""
+    from torch.utils.cpp_extension import load_inline
+
+    build = tmp_path / "build"
+    build.mkdir()
+    cpp = load_inline("retaincheck_cpp_square", CPP_FUNCTION, functions=["square"],
+                      build_directory=str(build), verbose=False)
+    path = tmp_path / "cpp_function.py"
+    path.write_text(CPP_PROGRAM, encoding="utf-8")
+    baseline, _ = run_fixture(path, None, False, cpp=cpp)
+    audited, report = run_fixture(path, None, True, cpp=cpp)
+    assert same(baseline, audited)
+    without, _ = run_fixture(path, CPP_PROGRAM.replace("retain_graph=True", "retain_graph=False"),
+                             False, cpp=cpp)
+    assert isinstance(without, RuntimeError) and "backward through the graph a second time" in str(
+        without), without  # the truth: needed
+    (call,) = report.calls
+    assert (call.verdict, call.needed) == (NEEDED, True), report.format()
+    node_type = type(cpp.square(torch.ones(1, requires_grad=True)).grad_fn)
+    assert saved_tensor_names(node_type) == ((), True), node_type  # none seen: opaque

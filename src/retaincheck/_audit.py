@@ -120,6 +120,6 @@ def _mark_unseen_reads(session: Session) -> None:
 
     files = set(session.files)
     files.update(site[3] for site in session.sites.values())
-    reads = reads_in(files, session.modules_before)
+    reads = reads_in(files, session.modules_before) + session.dynamic_reads
     for record in open_sites:
         record.unseen_reads = list(reads)

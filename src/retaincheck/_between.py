@@ -8,7 +8,10 @@ between the two call sites (the lines after the first call's statement and befor
 one; for a later run of the same line, or a reuse by a line above it, the rest of the
 innermost loop around both) and looks for ``.grad`` (read, written or zeroed),
 ``zero_grad()``, ``.step()`` and the ``clip_grad_*`` helpers (a function called there that
-does so out of sight is not seen; the optimizer steps the audit counts are).
+does so out of sight is not seen; the optimizer steps the audit counts are). A gradient hook
+registered anywhere in a file on either call's stack (``register_hook``, a module's
+``register_full_backward_hook``, ``register_multi_grad_hook``, ...) counts as a read between
+them: it sees each call's gradient on its own, and a sum would give it one.
 Where it cannot tell (the calls are in different files or functions, no loop holds both, the
 source is gone), it answers "touched": a suggestion to sum is then left out.
 """
@@ -22,6 +25,24 @@ import os
 _indexes: dict[tuple, _Index | None] = {}
 _answers: dict[tuple, bool] = {}
 _STEPPING = frozenset({"zero_grad", "step"})
+# Registrations of hooks that see a gradient during a backward pass: on a tensor or node
+# (register_hook, register_prehook, register_post_accumulate_grad_hook), on a module
+# (register_full_backward_hook, register_full_backward_pre_hook, register_backward_hook,
+# torch.nn.modules.module.register_module_full_backward_hook, ...), on several tensors
+# (torch.autograd.graph.register_multi_grad_hook).
+_HOOKS = ("register_hook", "register_prehook", "register_post_accumulate_grad_hook",
+          "register_multi_grad_hook")
+
+
+def _registers_a_gradient_hook(tree: ast.AST) -> bool:
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in _HOOKS or ("backward" in name and name.startswith("register_")
+                                  and "hook" in name):
+                return True
+    return False
 
 
 def _touches(node: ast.AST) -> bool:
@@ -45,6 +66,7 @@ class _Index:
 
     def __init__(self, tree: ast.Module):
         self.tree = tree
+        self.hooks = _registers_a_gradient_hook(tree)  # a hook there sees each gradient
         self.stmts, self.loops, self.scopes, self.simple = [], [], [], []
         for node in ast.walk(tree):
             if isinstance(node, ast.stmt):
@@ -160,6 +182,10 @@ def grads_touched_between(first: tuple, second: tuple) -> bool:
 
 
 def _between(first: tuple, second: tuple) -> bool:
+    for filename in {f[0] for f in (*first, *second)}:
+        index = _index(filename)
+        if index is None or index.hooks:
+            return True
     a, b = list(reversed(first)), list(reversed(second))  # outermost first
     i = 0
     while i < len(a) and i < len(b) and a[i] == b[i]:

@@ -35,6 +35,25 @@ KEY = "retaincheck"
 LOCK = threading.Lock()
 
 _SIGNATURES: dict = {}
+# Code with no file (exec, eval, compile of a string): the search for saved-tensor reads
+# (_reads) reads files, so such code is read from the audit events CPython raises for it
+# ("compile" with its source, "exec" with its code object; sys.addaudithook). An audit hook
+# cannot be removed: one is added per process, and it does nothing unless an audit is on.
+_AUDITED: list = []  # the session being audited, while one is
+_AUDIT_HOOK: list = []  # [True] once the hook was added
+
+
+def _audit_event(event, args):
+    if event != "compile" and event != "exec":
+        return
+    if not _AUDITED:
+        return
+    try:
+        _AUDITED[0].dynamic_code(event, args, sys._getframe(1))
+    except Exception:  # never break the program's own exec
+        pass
+
+
 _BACKWARD_POS = ("tensors", "grad_tensors", "retain_graph", "create_graph")
 _GRAD_POS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph")
 
@@ -148,9 +167,49 @@ class Session:
         self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
         self.modules_before: set[str] | None = None  # modules imported before the audit
         self.stack_codes: set = set()  # code objects seen on retaining calls' stacks
+        # "file:line (exec'd code)" for code with no file that may read saved tensors
+        self.dynamic_reads: list[str] = []
+        self.compiled_clean: bool | None = None  # the strings compiled since the last exec
+
+    def dynamic_code(self, event, args, frame):
+        """An ``exec``/``eval``/``compile`` called by the program's own code or an installed
+        package's (not torch, the standard library or importlib): a string compiled is
+        searched for saved-tensor reads; code run whose file cannot be read counts as a read
+        unless every string compiled since the last such run was searched and had none."""
+        from ._reads import _kind, lines_reading_saved_tensors
+
+        caller = frame.f_code.co_filename
+        if caller.startswith("<frozen") or _kind(caller) == 0:
+            return
+        if event == "compile":
+            source, filename = args[0], args[1]
+            if isinstance(source, bytes):
+                source = source.decode("utf-8", "replace")
+            elif not isinstance(source, str):
+                if isinstance(filename, str) and os.path.isfile(filename):
+                    return  # a file's tree (pytest's assert rewriting): the file is searched
+                import ast
+
+                source = ast.unparse(source) if isinstance(source, ast.AST) else None
+            clean = source is not None and not lines_reading_saved_tensors(source)
+            self.compiled_clean = clean and self.compiled_clean is not False
+            return
+        filename = getattr(args[0], "co_filename", "")
+        clean, self.compiled_clean = self.compiled_clean, None
+        if isinstance(filename, str) and os.path.isfile(filename):
+            self.files.add(filename)  # a file's code, exec'd: the search reads the file
+            return
+        if not clean:
+            where = f"{self.display_path(caller)}:{frame.f_lineno} (exec'd code)"
+            if where not in self.dynamic_reads:
+                self.dynamic_reads.append(where)
 
     # -- patching ---------------------------------------------------------------------------
     def install(self):
+        if not _AUDIT_HOOK:
+            sys.addaudithook(_audit_event)
+            _AUDIT_HOOK.append(True)
+        _AUDITED[:] = [self]
         ag = self.torch.autograd
         for name, kind in (("backward", "backward"), ("grad", "grad")):
             original = getattr(ag, name)
@@ -200,6 +259,8 @@ class Session:
         self.steps += 1
 
     def uninstall(self):
+        if _AUDITED and _AUDITED[0] is self:
+            _AUDITED.clear()
         if self.engine is not None:
             self.torch.autograd.variable.Variable._execution_engine = self.engine
             self.engine = None

@@ -5,10 +5,12 @@ audited run did (the same script or ``-m`` module, arguments, working directory 
 environment, standard input closed), with every edited file read from its temporary copy
 under its own name (``__file__``, tracebacks and imports see the original path, and no
 bytecode cache of the original is used). The program runs plainly, without the audit. The
-proof holds when the rerun exits with the status the audited run had and its output has no
-"backward through the graph a second time" or "saved tensors ... freed" error; only then does
-``--fix --write`` write. It costs one more run of the program, plus a new interpreter's start
-and torch's import.
+proof holds when the rerun exits with the status the audited run had, its output has no
+"backward through the graph a second time" or "saved tensors ... freed" error, no such error
+passed through any of its Python frames (caught or not: ``_watch_exceptions``) and its
+standard output is the audited run's; only then does ``--fix --write`` write. It costs one
+more run of the program, slowed by the trace function's call per Python function call, plus
+a new interpreter's start and torch's import.
 """
 
 from __future__ import annotations
@@ -139,6 +141,37 @@ def _watch_engine(marker: str) -> None:
     Variable._execution_engine = Watch()
 
 
+def _watch_exceptions(marker: str) -> None:
+    """In the rerun: note a freed-graph error raised anywhere in Python code, even one the
+    program catches. Not every unpack of a freed saved tensor goes through the engine: a node
+    called directly (``y.grad_fn(g)``: ``THPCppFunction_call`` in
+    ``torch/csrc/autograd/python_cpp_function.cpp``), a ``grad_fn._saved_*`` getter or a
+    custom Function's ``ctx.saved_tensors`` raise from ``SavedVariable::unpack``
+    (``torch/csrc/autograd/saved_variable.cpp``) in the frame that asked. A trace function
+    sees every exception as it passes through a Python frame, in this thread and in threads
+    started later (``sys.settrace``, ``threading.settrace``); line events are switched off,
+    so it costs one call per function call and return."""
+    import threading
+
+    written = []
+
+    def local(frame, event, arg):
+        if event == "exception" and not written and issubclass(arg[0], RuntimeError):
+            text = str(arg[1])
+            if any(t in text for t in FREED):
+                written.append(True)
+                with open(marker, "a", encoding="utf-8") as f:
+                    f.write(text.replace("\n", " ") + "\n")
+        return local
+
+    def start(frame, event, arg):
+        frame.f_trace_lines = False
+        return local
+
+    threading.settrace(start)
+    sys.settrace(start)
+
+
 def _distributed() -> bool:
     try:
         return int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -193,6 +226,7 @@ def child(spec_path: str) -> None:
 
     sys.meta_path.insert(0, Finder)
     _watch_engine(spec["marker"])
+    _watch_exceptions(spec["marker"])
     tail = sys.path[2:]  # drop retaincheck's folder and -c's '' (python script.py has neither)
     if spec["module"] is not None:
         sys.argv = [spec["module"], *spec["args"]]

@@ -24,6 +24,9 @@ retaining call, every module of the user's own project in ``sys.modules`` (also 
 imported before the audit began), and the installed modules imported while the audit ran
 (under ``python -m retaincheck`` that is every module the script imports; torch and the
 standard library are left out).
+Code with no file (``exec``/``eval`` of a string, ``compile()``) is read from CPython's audit
+events instead (``_hooks._audit_event``): a string compiled is searched the same way, and code
+run whose source the audit did not see counts as a read.
 Where one is found, no site can be proven not needed, and those that nothing else reused are
 "could not tell: kept". The search errs toward a read: a call of any name bound from
 ``grad_fn``/``next_functions`` (or from a value built from one: a stack of nodes), any

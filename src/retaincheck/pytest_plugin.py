@@ -24,6 +24,7 @@ findings travel to the main process with the test reports.
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -45,6 +46,21 @@ def pytest_addoption(parser):
         help="as --retaincheck, and exit with status 6 when one is not needed (and all tests "
         "passed)",
     )
+
+
+# The names the plugin is loaded under: the entry point's (``pytest11``: ``retaincheck``) and
+# the module's (``-p retaincheck.pytest_plugin``, ``PYTEST_PLUGINS``).
+_NAMES = ("retaincheck", __name__)
+
+
+def pytest_plugin_registered(plugin, plugin_name, manager):
+    """Loaded under one name, the plugin blocks the other: pluggy refuses to register one
+    module under two names ("Plugin already registered under a different name"), which
+    ``-p retaincheck.pytest_plugin`` with the package installed would otherwise do."""
+    if plugin is sys.modules[__name__] and plugin_name in _NAMES:
+        for other in _NAMES:
+            if other != plugin_name and manager.get_plugin(other) is None:
+                manager.set_blocked(other)
 
 
 def pytest_configure(config):
