@@ -72,4 +72,13 @@ except RuntimeError as error:
     assert "[torch.FloatTensor [5]]" in str(error)
 else:
     raise AssertionError("restoring the buffers before backward should have failed")
+
+net = new_net()
+nn.functional.cross_entropy(net(inputs), labels).backward()
+saved = [buffer.clone() for buffer in net.buffers()]
+loss = nn.functional.cross_entropy(net(inputs), labels)
+for buffer, value in zip(net.buffers(), saved, strict=True):
+    buffer.data.copy_(value)  # (6)!
+loss.backward()
+assert compare(net, reference) == (0.0, True)
 # --8<-- [end:proof]

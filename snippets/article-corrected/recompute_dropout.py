@@ -8,9 +8,13 @@ inputs, labels = torch.randn(3, 10), torch.LongTensor([1, 0, 1])
 masks = []
 net[2].register_forward_hook(lambda module, args, out: masks.append(out != 0))  # (1)!
 
-device = inputs.device
-devices = [] if device.type == "cpu" else [device]
-with torch.random.fork_rng(devices=devices, device_type=device.type):  # (2)!
+
+def same_random_numbers(device):  # (2)!
+    devices = [] if device.type == "cpu" else [device]
+    return torch.random.fork_rng(devices=devices, device_type=device.type)
+
+
+with same_random_numbers(inputs.device):
     loss = nn.functional.cross_entropy(net(inputs), labels)
     loss.backward()
 loss = nn.functional.cross_entropy(net(inputs), labels)  # (3)!
@@ -72,7 +76,7 @@ not_preserved = grad_with(
 assert torch.equal(plain, checkpointed)
 assert not torch.allclose(plain, not_preserved)
 
-assert devices == [] and device.type == "cpu"
+assert inputs.device.type == "cpu"
 
 
 class FakeDeviceModule:  # (5)!
@@ -94,10 +98,20 @@ class FakeDeviceModule:  # (5)!
 for kind in ("cuda", "mps", "xpu"):
     fake, gpu = FakeDeviceModule(), torch.device(kind, 0)
     with unittest.mock.patch.object(torch, "get_device_module", fake.named):
+        with same_random_numbers(gpu):
+            pass
+        assert fake.calls == [("module", kind), ("get", gpu), ("set", gpu)]
+        fake.calls.clear()
         with torch.random.fork_rng(devices=[gpu], device_type=kind):
             pass
         assert fake.calls == [("module", kind), ("get", gpu), ("set", gpu)]
         with torch.random.fork_rng(devices=[], device_type=kind):
             pass
         assert fake.calls == [("module", kind), ("get", gpu), ("set", gpu), ("module", kind)]
+
+fake = FakeDeviceModule()
+with unittest.mock.patch.object(torch, "get_device_module", fake.named):
+    with same_random_numbers(torch.device("cpu")):
+        pass
+assert fake.calls == [("module", "cpu")]
 # --8<-- [end:proof]

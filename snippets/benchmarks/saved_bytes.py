@@ -91,6 +91,14 @@ def freed_by_backward():
 
 assert compare(freed_by_backward, *keep) == (512, 0)
 
+
+def peak_before_last_pack():
+    freed_by_backward()
+    return layer(inputs)[:2].exp().sum()
+
+
+assert compare(peak_before_last_pack, *keep) == (512, 128)
+
 a = torch.randn(4, 6, requires_grad=True)
 (expected,) = torch.autograd.grad(((a * 2)[:, :3] * (a * 2)[:, 3:]).sum(), a)
 with SavedBytes(a) as meter:

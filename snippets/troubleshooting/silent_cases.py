@@ -249,4 +249,26 @@ out.pow(2).mean().backward()
 assert saved == model[2].weight.untyped_storage().data_ptr()
 vector_to_parameters(model)
 assert saved != model[2].weight.untyped_storage().data_ptr()  # (13)!
+
+model = make_model()
+out = model(x)
+out.pow(2).mean().backward(retain_graph=True)
+old_params, first = list(model.parameters()), [p.grad.clone() for p in model.parameters()]
+moved = {k: v - 0.1 * v.grad for k, v in model.named_parameters()}
+model.load_state_dict({k: v.detach().clone() for k, v in moved.items()}, assign=True)  # (14)!
+out.pow(2).mean().backward()
+assert all(p.grad is None for p in model.parameters())
+assert not any(p is o for p, o in zip(model.parameters(), old_params, strict=True))
+assert same([o.grad - f for o, f in zip(old_params, first, strict=True)], first)
+
+model = make_model()
+out = model(x)
+out.pow(2).mean().backward(retain_graph=True)
+first = [p.grad.clone() for p in model.parameters()]
+model.double()  # (15)!
+model.zero_grad()
+out.pow(2).mean().backward()
+assert all(p.dtype == torch.float64 for p in model.parameters())
+assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+assert same([p.grad for p in model.parameters()], first)
 # --8<-- [end:proof]

@@ -52,6 +52,10 @@ assert first_retaining_backward(fresh, torch.randn(5, 4)) == message  # (4)!
 torch._dynamo.reset()
 dynamic = torch.compile(model, backend="aot_eager", dynamic=True)
 assert first_retaining_backward(dynamic, x) == message  # (5)!
+torch._dynamo.reset()
+marked = torch.randn(16, 4)
+torch._dynamo.mark_dynamic(marked, 0)
+assert first_retaining_backward(torch.compile(model, backend="aot_eager"), marked) == message
 
 torch._dynamo.reset()
 torch._functorch.config.donated_buffer = False  # (6)!
