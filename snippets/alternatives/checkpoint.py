@@ -6,11 +6,14 @@ from torch.utils.checkpoint import checkpoint
 torch.manual_seed(0)
 block = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.Tanh())
 x = torch.randn(32, 64, requires_grad=True)
+runs = []
+block.register_forward_pre_hook(lambda module, args: runs.append(1))
 
 out = checkpoint(block, x, use_reentrant=False)  # (1)!
 out.pow(2).sum().backward()  # (2)!
 print(f"x.grad_norm: {x.grad.norm().item():.4g}")
 print(f"block[0].weight.grad_norm: {block[0].weight.grad.norm().item():.4g}")
+print("block_forward_runs:", len(runs))  # (3)!
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
@@ -23,6 +26,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
 lesson_grads = [x.grad.clone(), *(p.grad.clone() for p in block.parameters())]
+assert len(runs) == 2
 
 
 class KeptAlive(TorchDispatchMode):  # (1)!
@@ -44,20 +48,16 @@ class KeptAlive(TorchDispatchMode):  # (1)!
         return sum(alive)
 
 
-forward_calls = []
-block.register_forward_pre_hook(lambda module, args: forward_calls.append(1))
-
-
 def run(use_checkpoint):
     block.zero_grad()
     x.grad = None
-    forward_calls.clear()
+    runs.clear()
     with KeptAlive() as kept:
         out = checkpoint(block, x, use_reentrant=False) if use_checkpoint else block(x)
     kept_bytes = kept.bytes_alive(besides=[out, x, *block.parameters()])
     out.pow(2).sum().backward()
     grads = [x.grad.clone(), *(p.grad.clone() for p in block.parameters())]
-    return grads, kept_bytes, len(forward_calls)
+    return grads, kept_bytes, len(runs)
 
 
 plain, plain_bytes, plain_calls = run(use_checkpoint=False)

@@ -103,16 +103,9 @@ def cpu_peak_bytes(step):  # (5)!
         ),
         key=lambda e: e.start_time_ns,
     )
-    running, peak, allocated_here = 0, 0, set()
+    running, peak = 0, 0
     for e in events:
-        size, ptr = e.extra_fields.alloc_size, e.extra_fields.ptr
-        if size > 0:
-            allocated_here.add(ptr)
-        elif ptr not in allocated_here:
-            continue
-        else:
-            allocated_here.discard(ptr)
-        running += size
+        running += e.extra_fields.alloc_size
         peak = max(peak, running)
     return peak
 

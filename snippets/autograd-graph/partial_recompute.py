@@ -29,4 +29,26 @@ assert message.startswith("Trying to backward through the graph a second time")
 g_W1, g_W2 = torch.autograd.grad(((x @ W1).relu() @ W2).pow(2).mean(), [W1, W2])
 assert torch.allclose(W1.grad, 2 * g_W1, rtol=1e-6, atol=1e-7)  # (1)!
 assert torch.allclose(W2.grad, 3 * g_W2, rtol=1e-6, atol=1e-7)
+
+from torch.nn.utils import parametrize  # noqa: E402
+
+
+class Exp(torch.nn.Module):
+    def forward(self, weight):
+        return weight.exp()
+
+
+layer = torch.nn.Linear(3, 4)
+parametrize.register_parametrization(layer, "weight", Exp())
+with parametrize.cached():  # (2)!
+    layer(x).pow(2).mean().backward()
+    try:
+        layer(x).pow(2).mean().backward()
+    except RuntimeError as error:
+        cached_message = str(error)
+    else:
+        raise AssertionError("the cached weight should lead back into the first graph")
+assert cached_message.startswith("Trying to backward through the graph a second time")
+layer(x).pow(2).mean().backward()
+layer(x).pow(2).mean().backward()
 # --8<-- [end:proof]

@@ -35,4 +35,38 @@ probe.backward(retain_graph=True)
 assert not freed(exp_node)  # (2)!
 probe.backward()
 assert freed(exp_node)
+
+
+def after_change(forward, change):  # (3)!
+    v = w.detach().clone().requires_grad_()
+    loss = forward(v)
+    loss.backward(retain_graph=True)
+    old = v.detach().clone().requires_grad_()
+    change(v)
+    v.grad = None
+    try:
+        loss.backward()
+    except RuntimeError as error:
+        return str(error)
+    (at_old,) = torch.autograd.grad(forward(old), old)
+    (at_new,) = torch.autograd.grad(forward(v), v)
+    return torch.allclose(v.grad, at_old), torch.allclose(v.grad, at_new)
+
+
+def step(v):
+    with torch.no_grad():
+        v.sub_(0.5 * v.grad)
+
+
+def through_data(v):
+    v.data.sub_(0.5 * v.grad)
+
+
+def saves_w(v):
+    return ((v * x).exp() * v).sum()
+
+
+assert after_change(lambda v: (v * x).exp().sum(), step) == (True, False)
+assert "modified by an inplace operation" in after_change(saves_w, step)
+assert after_change(saves_w, through_data) == (False, False)
 # --8<-- [end:proof]

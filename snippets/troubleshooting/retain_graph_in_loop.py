@@ -25,6 +25,7 @@ for step in range(3):
 from contextlib import nullcontext
 
 from torch.autograd.graph import saved_tensors_hooks
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 assert step == 2  # (1)!
 assert message.startswith("one of the variables needed for gradient computation has been modified")
@@ -63,7 +64,7 @@ assert failed_at == step
 assert saved == [[], ["weight_hh"], ["weight_hh"]]  # (3)!
 
 
-def last_gradient(fused, copy_saved):  # (4)!
+def last_gradient(fused, copy_saved, update=lambda optimizer: optimizer.step()):  # (4)!
     torch.manual_seed(0)
     cell = torch.nn.RNNCell(4, 8)
     optimizer = torch.optim.SGD(cell.parameters(), lr=0.1, fused=fused)
@@ -75,7 +76,7 @@ def last_gradient(fused, copy_saved):  # (4)!
         optimizer.zero_grad()
         h.pow(2).mean().backward(retain_graph=True)
         if len(xs) < 3:
-            optimizer.step()
+            update(optimizer)
     h = torch.zeros(1, 8)
     for x in xs:
         h = cell(x, h)
@@ -87,7 +88,24 @@ def far(grads, reference):
     return max((g - r).abs().max().item() for g, r in zip(grads, reference, strict=True)) > 1e-4
 
 
+def through_data(optimizer):
+    for p in optimizer.param_groups[0]["params"]:
+        p.data.add_(p.grad, alpha=-0.1)
+
+
 fused, now = last_gradient(fused=True, copy_saved=False)
 as_it_ran, _ = last_gradient(fused=False, copy_saved=True)
 assert far(fused, as_it_ran) and far(fused, now)  # (5)!
+through_data_grads, _ = last_gradient(fused=False, copy_saved=False, update=through_data)
+assert far(through_data_grads, as_it_ran) and far(through_data_grads, now)
+
+
+def assign(optimizer):
+    params = optimizer.param_groups[0]["params"]
+    vector = parameters_to_vector(params) - 0.1 * parameters_to_vector([p.grad for p in params])
+    vector_to_parameters(vector, params)
+
+
+assigned, _ = last_gradient(fused=False, copy_saved=False, update=assign)
+assert not far(assigned, as_it_ran) and far(assigned, now)  # (6)!
 # --8<-- [end:proof]

@@ -123,7 +123,23 @@ def through_data(params):
         p.data.add_(p.grad, alpha=-5.0)
 
 
-for update in (lambda ps: torch.optim.SGD(ps, lr=5.0, fused=True).step(), through_data):
+def through_numpy(params):
+    for p in params:
+        p.detach().numpy()[...] -= 5.0 * p.grad.numpy()
+
+
+def through_dlpack(params):
+    for p in params:
+        torch.from_dlpack(p.detach()).add_(p.grad, alpha=-5.0)
+
+
+def through_storage(params):
+    for p in params:
+        p.untyped_storage().copy_((p - 5.0 * p.grad).detach().untyped_storage())
+
+
+fused = lambda ps: torch.optim.SGD(ps, lr=5.0, fused=True).step()  # noqa: E731
+for update in (fused, through_data, through_numpy, through_dlpack, through_storage):
     grads, before, after = two_chunks_retained(update)  # (7)!
     assert far(grads, grad_with(before, after)) and far(grads, grad_with(after, after))
 
@@ -133,4 +149,15 @@ except RuntimeError as error:
     assert "modified by an inplace operation" in str(error)
 else:
     raise AssertionError("foreach=True should have raised the in-place error")
+
+
+def assign(params):
+    vector = torch.nn.utils.parameters_to_vector(params)
+    vector = vector - 5.0 * torch.nn.utils.parameters_to_vector([p.grad for p in params])
+    torch.nn.utils.vector_to_parameters(vector, params)
+
+
+grads, before, after = two_chunks_retained(assign)  # (9)!
+assert not far(grads, grad_with(before, after))
+assert far(grads, grad_with(before, before)) and far(grads, grad_with(after, after))
 # --8<-- [end:proof]
