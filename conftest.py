@@ -22,6 +22,10 @@ ROOT = Path(__file__).resolve().parent
 # expects them to fail; pytest-markdown-docs must not collect them as the site's own.
 collect_ignore = ["tests/fixtures"]
 
+# retaincheck picks its report's language from RETAINCHECK_LANG or the locale: the tests and
+# snippets (in this process and the programs it starts) expect English unless they ask for zh.
+os.environ["RETAINCHECK_LANG"] = "en"
+
 
 def pytest_addoption(parser):
     parser.addoption(

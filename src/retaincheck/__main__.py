@@ -20,6 +20,8 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 
+from ._messages import BadLang, check_lang, default_lang, message
+
 EXIT_BAD_INPUT = 2
 """Bad input: an unknown option, a missing script or module, a file that is not Python."""
 EXIT_UNNEEDED = 6
@@ -66,6 +68,10 @@ options:
   --write             with --fix: write the changes to the files, only if proven
   --skip-proof        with --fix: do not rerun the program to prove the changes (a run too
                       long to repeat); the changes are then marked "unproven"
+  --lang=LANG         the readable report's language: en or zh (also --lang LANG).
+                      Default: $RETAINCHECK_LANG if set, else zh when the locale
+                      ($LC_ALL, $LC_MESSAGES, $LANG: the first one set) starts with zh,
+                      else en. The JSON report is the same in both languages
   -h, --help          show this help and exit
   --version           print the version and exit
 
@@ -87,6 +93,7 @@ class Options:
     fix: bool = False
     write: bool = False
     skip_proof: bool = False
+    lang: str | None = None
 
 
 def _parse(argv: list[str]) -> Options | int:
@@ -108,6 +115,17 @@ def _parse(argv: list[str]) -> Options | int:
             opts.write = True
         elif arg == "--skip-proof":
             opts.skip_proof = True
+        elif arg == "--lang" or arg.startswith("--lang="):
+            value = arg[len("--lang=") :] if arg.startswith("--lang=") else None
+            if value is None:
+                if i + 1 >= len(argv):
+                    raise BadInput("--lang needs a language (en or zh)")
+                i += 1
+                value = argv[i]
+            try:
+                opts.lang = check_lang(value, "--lang")
+            except BadLang as exc:
+                raise BadInput(str(exc)) from None
         elif arg == "-m" or (arg.startswith("-m") and not arg.startswith("--")):
             name = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
             if not name:
@@ -131,6 +149,11 @@ def _parse(argv: list[str]) -> Options | int:
         else:
             break
         i += 1
+    if opts.lang is None:
+        try:
+            opts.lang = default_lang()
+        except BadLang as exc:
+            raise BadInput(str(exc)) from None
     if opts.module is None:
         if i >= len(argv):
             raise BadInput("no script given (usage: retaincheck [options] SCRIPT.py [ARGS...])")
@@ -552,18 +575,14 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
     if opts.json:
         text = json.dumps(data) + "\n"
     else:
-        text = report.format()
+        text = report.format(opts.lang)
         if rank is not None:
             text = f"=== retaincheck: rank {rank[0]} of {rank[1]} ===\n{text}"
     _emit(sys.stdout, text)
     if fixes is not None:
         _emit(sys.stderr if opts.json else sys.stdout, fixes)
     if opts.fail_on_unneeded and (status != 0 or not completed):
-        print(
-            f"retaincheck: the program did not complete (exit status {status}); "
-            "no verdict is final",
-            file=sys.stderr,
-        )
+        print(message("gate_incomplete", opts.lang, status=status), file=sys.stderr)
     if status != 0:
         return status
     if opts.fail_on_unneeded:
@@ -572,11 +591,8 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         found = _unneeded(report)
         if found:
             n = len(found)
-            print(
-                f"retaincheck: {n} retain_graph=True call site{'s are' if n != 1 else ' is'} "
-                f"not needed (exit status {EXIT_UNNEEDED})",
-                file=sys.stderr,
-            )
+            key = "gate_one" if n == 1 else "gate_many"
+            print(message(key, opts.lang, n=n, status=EXIT_UNNEEDED), file=sys.stderr)
             return EXIT_UNNEEDED
     return 0
 

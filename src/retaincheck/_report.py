@@ -7,7 +7,18 @@ import json
 from dataclasses import dataclass, field
 
 from . import _suggest, _verdicts
+from ._messages import message
 from ._sizes import human
+
+# The message id of each verdict's word in the readable report.
+VERDICT_KEYS = {
+    _verdicts.NEEDED: "v_needed",
+    _verdicts.LEAK: "v_leak",
+    _verdicts.COULD_NOT_TELL: "v_could_not_tell",
+    _verdicts.NOT_NEEDED: "v_not_needed",
+    _verdicts.NOT_NEEDED_SO_FAR: "v_not_needed_so_far",
+    _verdicts.DID_NOT_COMPLETE: "v_did_not_complete",
+}
 
 
 @dataclass(eq=False)
@@ -165,57 +176,52 @@ class Report:
         """The report as one JSON object; keyword arguments go to `json.dumps`."""
         return json.dumps(self.to_dict(), **kwargs)
 
-    def format(self) -> str:
-        """A readable report: each call site, its verdict, the bytes it kept and a suggestion.
+    def format(self, lang: str = "en") -> str:
+        """A readable report: each call site, its verdict, the bytes it kept and a suggestion,
+        in ``lang`` (``"en"`` or ``"zh"``; the templates are in ``_messages``).
 
         It starts with an empty line, so that it stands apart from the script's own output."""
+
+        def m(key, **values):
+            return message(key, lang, **values)
+
         lines = [""]
         if not self.completed:
-            lines.append(
-                f"retaincheck: the run stopped early ({self.stopped_by}); a graph that "
-                "nothing reused before that is only \"not needed so far\""
-            )
+            lines.append(m("stopped", why=self.stopped_by))
         if not self.calls:
-            lines.append(
-                "retaincheck: no backward() or autograd.grad() call used retain_graph=True."
-            )
+            lines.append(m("no_calls"))
             return "\n".join(lines) + "\n"
         n = len(self.calls)
-        lines += [f"retaincheck: {n} call site{'s' if n != 1 else ''} used retain_graph=True", ""]
+        lines += [m("header_one" if n == 1 else "header_many", n=n), ""]
         for c in self._sorted():
-            times = "once" if c.executions == 1 else f"{c.executions} times"
             if c.executions == 0:
-                lines.append(f"{c.site}  {c.code}  (raised before it returned)")
+                lines.append(m("raised_before", site=c.site, code=c.code))
+            elif c.executions == 1:
+                lines.append(m("ran_once", site=c.site, code=c.code))
             else:
-                lines.append(f"{c.site}  {c.code}  (ran {times})")
-            verdict = c.verdict.upper()
+                lines.append(m("ran_times", site=c.site, code=c.code, n=c.executions))
+            verdict = m(VERDICT_KEYS[c.verdict])
             if c.executions == 0:
-                verdict += ": the call raised, so its graph was never judged"
+                verdict += m("why_raised")
             elif c.needed and c.reused_by:
-                verdict += f": walked again by {', '.join(c.reused_by)}"
+                verdict += m("why_walked", by=", ".join(c.reused_by))
                 if c.executions > 1:
-                    verdict += f" (reused in {c.reused_executions} of {c.executions} runs)"
+                    verdict += m("why_walked_runs", reused=c.reused_executions, runs=c.executions)
             elif c.verdict == _verdicts.COULD_NOT_TELL:
-                verdict += (
-                    ": no later backward() or grad() walked this graph, but saved tensors are "
-                    f"read at {', '.join(c.unseen_reads[:3])}"
-                    + (f" and {len(c.unseen_reads) - 3} more" if len(c.unseen_reads) > 3 else "")
-                )
+                verdict += m("why_unseen", reads=", ".join(c.unseen_reads[:3]))
+                if len(c.unseen_reads) > 3:
+                    verdict += m("why_unseen_more", more=len(c.unseen_reads) - 3)
             elif not c.needed:
                 # The verdict covers only the paths this run took (issue 27 F3).
-                verdict += (": no later backward() or grad() walked this graph in this run "
-                            "(code paths it did not take are not checked)")
-            lines.append(f"    verdict: {verdict}")
-            kept = f"    kept:    {human(c.retained_bytes)} of saved tensors"
+                verdict += m("why_not_walked")
+            lines.append(m("verdict", verdict=verdict))
             if c.executions > 1:
-                kept += f" (largest run), {human(c.peak_bytes)} at most at once"
-            lines.append(kept)
-            lines.append(f"    suggest: {c.suggestion}")
+                lines.append(m("kept_runs", size=human(c.retained_bytes), peak=human(c.peak_bytes)))
+            else:
+                lines.append(m("kept", size=human(c.retained_bytes)))
+            lines.append(m("suggest", text=_suggest.suggestion(c, lang)))
             lines.append("")
-        lines.append(
-            f"total kept at most at once: {human(self.total_retained_bytes)}, each storage "
-            "counted once (a storage that several sites keep counts in each site above)"
-        )
+        lines.append(m("total", size=human(self.total_retained_bytes)))
         return "\n".join(lines) + "\n"
 
     def __str__(self) -> str:

@@ -28,6 +28,8 @@ import sys
 
 import pytest
 
+from ._messages import default_lang, message  # noqa: E402
+
 EXIT_UNNEEDED = 6  # as python -m retaincheck --fail-on-unneeded (see retaincheck.__main__)
 
 
@@ -45,6 +47,13 @@ def pytest_addoption(parser):
         default=False,
         help="as --retaincheck, and exit with status 6 when one is not needed (and all tests "
         "passed)",
+    )
+    group.addoption(
+        "--retaincheck-lang",
+        default=None,
+        choices=["en", "zh"],
+        help="the summary's language (default: $RETAINCHECK_LANG, else zh for a zh locale, "
+        "else en), as python -m retaincheck --lang",
     )
 
 
@@ -175,31 +184,27 @@ class _Plugin:
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
+        lang = config.getoption("retaincheck_lang") or default_lang()
+
+        def m(key, **values):
+            return message(key, lang, **values)
+
         tr.write_sep("=", "retaincheck")
         unneeded = self.unneeded()
-        n_tests = (
-            f"{self.audited} test{'s' if self.audited != 1 else ''} audited, "
-            f"{self.calls} backward()/grad() call{'s' if self.calls != 1 else ''} seen"
-        )
+        n_tests = m("p_tests_one" if self.audited == 1 else "p_tests_many", n=self.audited)
+        n_tests += m("p_calls_one" if self.calls == 1 else "p_calls_many", n=self.calls)
         if not unneeded:
-            tr.write_line(f"no retain_graph=True found not needed ({n_tests})")
+            tr.write_line(m("p_none", counts=n_tests))
         else:
             n = len(unneeded)
-            tr.write_line(
-                f"{n} retain_graph=True call site{'s' if n != 1 else ''} not needed "
-                f"({n_tests}):"
-            )
+            tr.write_line(m("p_unneeded_one" if n == 1 else "p_unneeded_many", n=n,
+                            counts=n_tests))
             for site, found in unneeded.items():
                 tr.write_line(f"{site}  {found['code']}")
-                tr.write_line(f"    kept {_human(found['bytes'])} of saved tensors; not needed in:")
+                tr.write_line(m("p_kept", size=_human(found["bytes"])))
                 for nodeid in found["unneeded_in"]:
                     tr.write_line(f"      {nodeid}")
             if self.fail:
-                tr.write_line(
-                    f"--retaincheck-fail: exit status {EXIT_UNNEEDED} when all tests passed"
-                )
+                tr.write_line(m("p_fail", status=EXIT_UNNEEDED))
         if self.unaudited:
-            tr.write_line(
-                f"not audited (another retaincheck.audit() was active): {len(self.unaudited)} "
-                "test(s); mark them @pytest.mark.no_retaincheck"
-            )
+            tr.write_line(m("p_unaudited", n=len(self.unaudited)))

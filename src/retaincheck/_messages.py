@@ -1,0 +1,227 @@
+"""Every human-facing template of the report, in English and Chinese, keyed by message id.
+
+A dict rather than stdlib ``gettext``: gettext reads compiled ``.mo`` files, which the package
+would have to build and ship (and keep in step with a ``.po`` source); two dicts in one module
+need no build step, and ``tests/test_retaincheck_messages.py`` checks that each English template
+has a Chinese one with the same placeholders. The JSON report is an API and is never translated:
+its ``verdict`` and ``suggestion`` fields stay English in both languages.
+
+A Chinese verdict keeps a fixed tag beside its words, ``不需要（NOT_NEEDED）``: the JSON's
+``verdict`` upper-cased, each run of other characters one ``_`` (``zh_tag``), so a reader can
+match the Chinese report with the English page and the JSON, and the tag reads as an identifier,
+not an English sentence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+LANGS = ("en", "zh")
+ENV = "RETAINCHECK_LANG"
+
+
+class BadLang(ValueError):
+    """A language that is neither ``en`` nor ``zh``."""
+
+
+def check_lang(value: str, where: str) -> str:
+    if value not in LANGS:
+        raise BadLang(f"{where}: unknown language {value!r} (use en or zh)")
+    return value
+
+
+def default_lang(environ: Mapping[str, str] | None = None) -> str:
+    """``RETAINCHECK_LANG`` if set; else ``zh`` when the locale (``LC_ALL``, ``LC_MESSAGES``,
+    ``LANG``: the first that is set and not empty) starts with ``zh``; else ``en``."""
+    environ = os.environ if environ is None else environ
+    if environ.get(ENV):
+        return check_lang(environ[ENV], ENV)
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        if environ.get(name):
+            return "zh" if environ[name].lower().startswith("zh") else "en"
+    return "en"
+
+
+EN: dict[str, str] = {
+    # the readable report (Report.format)
+    "stopped": "retaincheck: the run stopped early ({why}); a graph that nothing reused before "
+    "that is only \"not needed so far\"",
+    "no_calls": "retaincheck: no backward() or autograd.grad() call used retain_graph=True.",
+    "header_one": "retaincheck: {n} call site used retain_graph=True",
+    "header_many": "retaincheck: {n} call sites used retain_graph=True",
+    "raised_before": "{site}  {code}  (raised before it returned)",
+    "ran_once": "{site}  {code}  (ran once)",
+    "ran_times": "{site}  {code}  (ran {n} times)",
+    "verdict": "    verdict: {verdict}",
+    "why_raised": ": the call raised, so its graph was never judged",
+    "why_walked": ": walked again by {by}",
+    "why_walked_runs": " (reused in {reused} of {runs} runs)",
+    "why_unseen": ": no later backward() or grad() walked this graph, but saved tensors may be "
+    "read at {reads}",
+    "why_unseen_more": " and {more} more",
+    "why_not_walked": ": no later backward() or grad() walked this graph in this run (code paths "
+    "it did not take are not checked)",
+    "kept": "    kept:    {size} of saved tensors",
+    "kept_runs": "    kept:    {size} of saved tensors (largest run), {peak} at most at once",
+    "suggest": "    suggest: {text}",
+    "total": "total kept at most at once: {size}, each storage counted once (a storage that "
+    "several sites keep counts in each site above)",
+    # verdict words, upper-cased in the report
+    "v_needed": "NEEDED",
+    "v_leak": "NEEDED ONLY BECAUSE HISTORY LEAKS",
+    "v_could_not_tell": "COULD NOT TELL: KEPT",
+    "v_not_needed": "NOT NEEDED",
+    "v_not_needed_so_far": "NOT NEEDED SO FAR (RUN STOPPED EARLY)",
+    "v_did_not_complete": "DID NOT COMPLETE",
+    # the command line's last words (--fail-on-unneeded)
+    "gate_incomplete": "retaincheck: the program did not complete (exit status {status}); "
+    "no verdict is final",
+    "gate_one": "retaincheck: 1 retain_graph=True call site is not needed (exit status {status})",
+    "gate_many": "retaincheck: {n} retain_graph=True call sites are not needed "
+    "(exit status {status})",
+    # the pytest plugin's summary (pytest_plugin.py)
+    "p_tests_one": "{n} test audited, ",
+    "p_tests_many": "{n} tests audited, ",
+    "p_calls_one": "{n} backward()/grad() call seen",
+    "p_calls_many": "{n} backward()/grad() calls seen",
+    "p_none": "no retain_graph=True found not needed ({counts})",
+    "p_unneeded_one": "{n} retain_graph=True call site not needed ({counts}):",
+    "p_unneeded_many": "{n} retain_graph=True call sites not needed ({counts}):",
+    "p_kept": "    kept {size} of saved tensors; not needed in:",
+    "p_fail": "--retaincheck-fail: exit status {status} when all tests passed",
+    "p_unaudited": "not audited (another retaincheck.audit() was active): {n} test(s); mark "
+    "them @pytest.mark.no_retaincheck",
+    # suggestions (_suggest.suggestion)
+    "s_did_not_complete": "the call raised before it returned, so nothing can be said about it: "
+    "fix that error, then run retaincheck again",
+    "s_leak": "detach the hidden state (or running value) you carry into the next iteration, "
+    "e.g. h = h.detach(), then remove retain_graph=True",
+    "s_could_not_tell": "keep it: the program reads saved tensors (grad_fn._saved_*, "
+    "ctx.saved_tensors) at {read}, which the audit cannot tie to a graph; without the flag that "
+    "read raises once backward() has freed them",
+    "s_so_far": "nothing reused this graph before the run stopped: run the script to completion "
+    "and check again before removing retain_graph=True",
+    "s_not_needed_create": "nothing walked this graph again; create_graph=True retains it anyway, "
+    "so pass retain_graph=False to free it",
+    "s_not_needed": "remove retain_graph=True: nothing walked this graph again",
+    "s_create": "keep it (create_graph=True already implies retain_graph=True, so the flag itself "
+    "can go)",
+    "s_rows_backward": "keep it: each run sends its own gradient back through the same output "
+    "(one per class or row); if every gradient is known before the first run, "
+    "torch.autograd.grad(out, inputs, grad_outputs=rows, is_grads_batched=True) computes them all "
+    "in one call",
+    "s_step_between": "keep it: an optimizer step ran between this backward() and the one that "
+    "reused the graph (as in a GAN's D and G updates), so the losses cannot simply be summed. A "
+    "check only you can make: if the first loss must not train the shared part, it may see a "
+    "detached copy (e.g. D(fake.detach())) and the flag can go; if its gradient must reach that "
+    "part, keep both",
+    "s_grad_between": "keep it: the code between this backward() and the one that reuses its "
+    "graph reads, zeroes or steps with a gradient (.grad, zero_grad(), step()), so the losses "
+    "cannot be summed into one backward()",
+    "s_self_backward": "keep it if these backward() calls reuse one forward pass on purpose: if "
+    "the gradients are only added (no zero_grad(), optimizer step or gradient read in between), "
+    "sum the losses and call backward() once; if instead a hidden state or running total is "
+    "carried into the next iteration and its gradient need not flow back into earlier iterations "
+    "(a check only you can make), detach it (h = h.detach()) and drop the flag",
+    "s_sum": "keep it, or, if the gradients are only added (no zero_grad(), optimizer step or "
+    "gradient read between the backward() calls), sum the losses and call backward() once",
+    "s_batched": "keep it, or, if every grad_outputs is known before the first call (rows of one "
+    "Jacobian, not a power iteration), compute them in one call with is_grads_batched=True",
+    "s_all_inputs": "keep it, or take the gradients with respect to all the inputs in one call: "
+    "torch.autograd.grad(outputs, [input_1, input_2, ...])",
+    "s_self_grad": "keep it: later runs of this grad() line take gradients through the same graph",
+    "s_walked_by": "keep it: this graph is walked again by {by}",
+}
+
+ZH: dict[str, str] = {
+    "stopped": "retaincheck：程序提前停止（{why}）；在此之前没有被再次使用的计算图，"
+    "结论只能是“目前不需要”",
+    "no_calls": "retaincheck：没有 backward() 或 autograd.grad() 调用使用 retain_graph=True。",
+    "header_one": "retaincheck：{n} 处调用使用了 retain_graph=True",
+    "header_many": "retaincheck：{n} 处调用使用了 retain_graph=True",
+    "raised_before": "{site}  {code}  （返回前就抛出了异常）",
+    "ran_once": "{site}  {code}  （运行 1 次）",
+    "ran_times": "{site}  {code}  （运行 {n} 次）",
+    "verdict": "    结论：{verdict}",
+    "why_raised": "：调用抛出了异常，它的计算图无从判断",
+    "why_walked": "：{by} 再次遍历了这张计算图",
+    "why_walked_runs": "（{runs} 次运行中有 {reused} 次被再次使用）",
+    "why_unseen": "：之后没有 backward() 或 grad() 遍历这张计算图，但 {reads} 处的代码"
+    "可能读取保存张量",
+    "why_unseen_more": "等（另有 {more} 处）",
+    "why_not_walked": "：本次运行中，之后没有 backward() 或 grad() 遍历这张计算图"
+    "（本次没有走到的代码路径不在检查范围内）",
+    "kept": "    保留：保存张量 {size}",
+    "kept_runs": "    保留：保存张量 {size}（最大的一次运行），同一时刻最多 {peak}",
+    "suggest": "    建议：{text}",
+    "total": "同一时刻保留的总量最多：{size}，每块存储只计一次"
+    "（几处调用共同保留的存储，在上面每处都会计入）",
+    "v_needed": "需要（NEEDED）",
+    "v_leak": "需要，只因历史泄漏（NEEDED_ONLY_BECAUSE_HISTORY_LEAKS）",
+    "v_could_not_tell": "无法判断，保留（COULD_NOT_TELL_KEPT）",
+    "v_not_needed": "不需要（NOT_NEEDED）",
+    "v_not_needed_so_far": "目前不需要，程序提前停止（NOT_NEEDED_SO_FAR_RUN_STOPPED_EARLY）",
+    "v_did_not_complete": "未完成（DID_NOT_COMPLETE）",
+    "gate_incomplete": "retaincheck：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
+    "gate_one": "retaincheck：1 处 retain_graph=True 不需要（退出状态 {status}）",
+    "gate_many": "retaincheck：{n} 处 retain_graph=True 不需要（退出状态 {status}）",
+    "p_tests_one": "审查了 {n} 个测试，",
+    "p_tests_many": "审查了 {n} 个测试，",
+    "p_calls_one": "见到 {n} 次 backward()/grad() 调用",
+    "p_calls_many": "见到 {n} 次 backward()/grad() 调用",
+    "p_none": "没有发现不需要的 retain_graph=True（{counts}）",
+    "p_unneeded_one": "{n} 处 retain_graph=True 不需要（{counts}）：",
+    "p_unneeded_many": "{n} 处 retain_graph=True 不需要（{counts}）：",
+    "p_kept": "    保留了保存张量 {size}；以下测试中不需要：",
+    "p_fail": "--retaincheck-fail：所有测试通过时，退出状态为 {status}",
+    "p_unaudited": "未审查（已有另一个 retaincheck.audit() 在运行）：{n} 个测试；"
+    "请给它们加上 @pytest.mark.no_retaincheck",
+    "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"
+    "再运行一次 retaincheck",
+    "s_leak": "把带入下一轮迭代的隐藏状态（或累计值）分离出来，例如 h = h.detach()，"
+    "再去掉 retain_graph=True",
+    "s_could_not_tell": "保留：程序在 {read} 处读取保存张量（grad_fn._saved_*、"
+    "ctx.saved_tensors），retaincheck 无法确定读的是哪张计算图；去掉这个参数后，"
+    "一旦 backward() 释放了保存张量，这次读取就会报错",
+    "s_so_far": "程序停止前没有调用再次使用这张计算图：先让脚本完整运行，再检查一次，"
+    "然后再决定是否去掉 retain_graph=True",
+    "s_not_needed_create": "没有调用再次遍历这张计算图；create_graph=True 本身就会保留它，"
+    "所以要传 retain_graph=False 才能释放",
+    "s_not_needed": "去掉 retain_graph=True：没有调用再次遍历这张计算图",
+    "s_create": "保留（create_graph=True 已经隐含 retain_graph=True，这个参数本身可以去掉）",
+    "s_rows_backward": "保留：每次运行都沿同一个输出反向传播自己的梯度（每个类别或每一行一个）；"
+    "如果第一次运行前所有梯度都已知，可以用 torch.autograd.grad(out, inputs, "
+    "grad_outputs=rows, is_grads_batched=True) 一次算完",
+    "s_step_between": "保留：这次 backward() 与再次使用计算图的那次之间执行了优化器的 step"
+    "（如 GAN 中 D 和 G 的更新），不能简单地把损失相加。有一点只有你能确认：如果第一个损失"
+    "不该训练共享部分，可以让它看到分离后的副本（例如 D(fake.detach())），这个参数就可以去掉；"
+    "如果它的梯度必须传到共享部分，两处都要保留",
+    "s_grad_between": "保留：这次 backward() 与再次使用其计算图的那次之间，代码读取、清零梯度"
+    "或用梯度执行了 step（.grad、zero_grad()、step()），不能把损失合成一次 backward()",
+    "s_self_backward": "如果这些 backward() 是有意重复使用同一次前向传播，就保留：如果梯度只是"
+    "累加（中间没有 zero_grad()、优化器的 step 或读取梯度），把损失相加后调用一次 backward()；"
+    "如果是把隐藏状态或累计值带入下一轮迭代，而它的梯度不必传回更早的迭代（这一点只有你能确认），"
+    "就把它分离出来（h = h.detach()），去掉这个参数",
+    "s_sum": "保留；或者，如果梯度只是累加（几次 backward() 之间没有 zero_grad()、优化器的 step "
+    "或读取梯度），把损失相加后调用一次 backward()",
+    "s_batched": "保留；或者，如果第一次调用前所有 grad_outputs 都已知（同一个雅可比矩阵的各行，"
+    "而不是幂迭代），用 is_grads_batched=True 一次算完",
+    "s_all_inputs": "保留；或者一次调用对所有输入求梯度：torch.autograd.grad(outputs, "
+    "[input_1, input_2, ...])",
+    "s_self_grad": "保留：这一行 grad() 之后的运行沿同一张计算图求梯度",
+    "s_walked_by": "保留：{by} 再次遍历了这张计算图",
+}
+
+CATALOGS = {"en": EN, "zh": ZH}
+
+
+def zh_tag(verdict: str) -> str:
+    """The tag a Chinese verdict carries: ``"not needed"`` -> ``"NOT_NEEDED"``."""
+    return re.sub(r"[^A-Z]+", "_", verdict.upper()).strip("_")
+
+
+def message(key: str, lang: str = "en", **values) -> str:
+    """The template ``key`` in ``lang``, filled with ``values``."""
+    return CATALOGS[lang][key].format(**values)

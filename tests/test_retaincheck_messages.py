@@ -1,0 +1,132 @@
+"""retaincheck's report in English and Chinese (issue 29): one catalog, same placeholders, a
+Chinese report with no English sentence, and the --lang / RETAINCHECK_LANG / locale rule.
+
+Reports are rendered in-process (``main`` in this interpreter), not by new program runs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import string
+from pathlib import Path
+
+import pytest
+from test_page_text import english_runs
+
+from retaincheck import CallRecord, Report, _messages, _suggest, _verdicts
+from retaincheck.__main__ import main
+from retaincheck._report import VERDICT_KEYS
+
+FIXTURES = Path(__file__).parent / "fixtures" / "retaincheck"
+
+
+def placeholders(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def test_every_template_has_a_chinese_one_with_the_same_placeholders():
+    assert _messages.EN.keys() == _messages.ZH.keys()
+    for key, english in _messages.EN.items():
+        assert placeholders(_messages.ZH[key]) == placeholders(english), key
+
+
+def test_every_chinese_template_has_no_english_sentence():
+    for key, chinese in _messages.ZH.items():
+        assert english_runs(chinese) == [], key
+
+
+def test_each_verdict_has_words_and_its_tag():
+    for verdict, key in VERDICT_KEYS.items():
+        assert _messages.EN[key] == verdict.upper()
+        assert _messages.ZH[key].endswith(f"（{_messages.zh_tag(verdict)}）"), key
+    assert _messages.zh_tag(_verdicts.NOT_NEEDED_SO_FAR) == "NOT_NEEDED_SO_FAR_RUN_STOPPED_EARLY"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+
+def every_kind_of_record() -> Report:
+    """A report with a record for each verdict and each suggestion the catalog holds."""
+    notes = [
+        set(), {_suggest.OTHER_BACKWARD}, {_suggest.SELF, _suggest.GIVEN_GRADIENT},
+        {_suggest.OTHER_BACKWARD, _suggest.STEP_BETWEEN},
+        {_suggest.OTHER_BACKWARD, _suggest.GRAD_BETWEEN}, {_suggest.SELF},
+    ]
+    records = []
+    for i, kwargs in enumerate([
+        dict(executions=0), dict(executions=2, history_leak=True, needed=True),
+        dict(executions=1, unseen_reads=[f"a.py:{n}" for n in range(5)]),
+        dict(executions=1, run_completed=False), dict(executions=1),
+        dict(executions=1, create_graph=True), dict(executions=1, needed=True, create_graph=True),
+        *[dict(executions=3, reused_executions=2, needed=True, notes=n, reused_by=["a.py:9"])
+          for n in notes],
+        *[dict(kind="grad", executions=2, needed=True, notes={_suggest.SELF, *n})
+          for n in ({_suggest.ROWS}, {_suggest.SAME_OUTPUTS}, set())],
+    ]):
+        kwargs.setdefault("kind", "backward")
+        records.append(CallRecord(file="train.py", line=i + 1, function="<module>",
+                                  code="loss.backward(retain_graph=True)", **kwargs))
+    return Report(calls=records, completed=False, stopped_by="KeyboardInterrupt")
+
+
+def test_the_chinese_report_uses_every_template_and_has_no_english_sentence():
+    report = every_kind_of_record()
+    keys = {_suggest._suggestion_key(c)[0] for c in report.calls}
+    assert keys == {k for k in _messages.EN if k.startswith("s_")}
+    chinese = report.format("zh")
+    assert [line for line in chinese.splitlines() if english_runs(line)] == []
+    assert "可能读取保存张量" in chinese and "等（另有 2 处）" in chinese
+    english = report.format("en")
+    assert "saved tensors may be read at a.py:0, a.py:1, a.py:2 and 2 more" in english
+    assert len(chinese.splitlines()) == len(english.splitlines())
+
+
+@pytest.mark.parametrize("fixture", ["article_example_1.py", "cli/hidden_read.py"])
+def test_the_chinese_report_of_a_fixture_has_no_english_sentence(fixture):
+    status, chinese, _ = run("--lang", "zh", str(FIXTURES / fixture))
+    assert status == 0 and "提前停止" not in chinese
+    assert [line for line in chinese.splitlines() if english_runs(line)] == []
+
+
+def test_the_json_is_the_same_in_both_languages():
+    fixture = str(FIXTURES / "two_losses.py")
+    english = json.loads(run("--lang", "en", "--json", fixture)[1])
+    chinese = json.loads(run("--lang", "zh", "--json", fixture)[1])
+    assert english == chinese and english["calls"][0]["suggestion"].startswith("keep it")
+
+
+@pytest.mark.parametrize(
+    ("environ", "lang"),
+    [
+        ({}, "en"),
+        ({"LANG": "zh_CN.UTF-8"}, "zh"),
+        ({"LANG": "en_US.UTF-8"}, "en"),
+        ({"LC_ALL": "en_US.UTF-8", "LANG": "zh_CN.UTF-8"}, "en"),
+        ({"LC_ALL": "", "LC_MESSAGES": "zh_TW", "LANG": "en_US"}, "zh"),
+        ({"RETAINCHECK_LANG": "en", "LC_ALL": "zh_CN.UTF-8"}, "en"),
+        ({"RETAINCHECK_LANG": "zh", "LANG": "C"}, "zh"),
+    ],
+)
+def test_the_default_language(environ, lang):
+    assert _messages.default_lang(environ) == lang
+
+
+def test_a_bad_language_is_one_line_and_exit_2(monkeypatch):
+    fixture = str(FIXTURES / "no_retain.py")
+    assert run("--lang", "fr", fixture) == (
+        2, "", "retaincheck: error: --lang: unknown language 'fr' (use en or zh)\n"
+    )
+    assert run("--lang") == (2, "", "retaincheck: error: --lang needs a language (en or zh)\n")
+    monkeypatch.setenv("RETAINCHECK_LANG", "chinese")
+    assert run(fixture) == (
+        2, "", "retaincheck: error: RETAINCHECK_LANG: unknown language 'chinese' (use en or zh)\n"
+    )
+    monkeypatch.setenv("RETAINCHECK_LANG", "zh")
+    assert run(fixture)[1].endswith(
+        "retaincheck：没有 backward() 或 autograd.grad() 调用使用 retain_graph=True。\n"
+    )
