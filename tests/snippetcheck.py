@@ -40,6 +40,21 @@ def output_path(snippet: Path) -> Path:
     return snippet.with_suffix(".out")
 
 
+# A snippet that shows other output on the Chinese page (retaincheck's report in Chinese) prints
+# it after a line "# --8<-- [out:zh]": what follows goes to name.zh.out, stored and compared as
+# name.out is, and the .zh.md page includes that file.
+LANG_MARK = re.compile(r"^# --8<-- \[out:(\w+)\]\n", re.MULTILINE)
+
+
+def split_outputs(snippet: Path, stdout: str) -> dict[Path, str]:
+    """The stored output file of each part of ``stdout``: ``name.out``, then ``name.LANG.out``."""
+    parts = LANG_MARK.split(stdout)
+    outputs = {output_path(snippet): parts[0]}
+    for lang, text in zip(parts[1::2], parts[2::2], strict=True):
+        outputs[Path(snippet).with_suffix(f".{lang}.out")] = text
+    return outputs
+
+
 # Other kernel paths and thread counts than the default run's, as a reader's machine may pick
 # them: `pytest --cpu-variants` reruns every snippet under each and compares with the same
 # stored output. ATEN_CPU_CAPABILITY picks ATen's vectorised kernels; MKL_CBWR=COMPATIBLE puts
@@ -430,27 +445,31 @@ def check(
     problems = problems_of_run(run, timeout)
     if problems:
         return problems
-    expected_path = output_path(snippet)
+    outputs = split_outputs(Path(snippet), run.stdout)
     if update:
-        old = expected_path.read_text(encoding="utf-8") if expected_path.exists() else None
-        if old is None or not outputs_match(old, run.stdout):
-            expected_path.write_text(run.stdout, encoding="utf-8")
+        for expected_path, text in outputs.items():
+            old = expected_path.read_text(encoding="utf-8") if expected_path.exists() else None
+            if old is None or not outputs_match(old, text):
+                expected_path.write_text(text, encoding="utf-8")
         return []
-    if not expected_path.exists():
-        return [f"no stored output {expected_path.name}: run pytest --update-snippets"]
-    expected = expected_path.read_text(encoding="utf-8")
-    if not outputs_match(expected, run.stdout):
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                run.stdout.splitlines(keepends=True),
-                fromfile=f"{expected_path.name} (stored, shown on the page)",
-                tofile="actual output",
+    problems = []
+    for expected_path, text in outputs.items():
+        if not expected_path.exists():
+            problems.append(f"no stored output {expected_path.name}: run pytest --update-snippets")
+            continue
+        expected = expected_path.read_text(encoding="utf-8")
+        if not outputs_match(expected, text):
+            diff = "".join(
+                difflib.unified_diff(
+                    expected.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    fromfile=f"{expected_path.name} (stored, shown on the page)",
+                    tofile="actual output",
+                )
             )
-        )
-        where = f" (CPU variant {variant})" if variant else ""
-        return [f"output differs from {expected_path.name}{where}:\n{diff}"]
-    return []
+            where = f" (CPU variant {variant})" if variant else ""
+            problems.append(f"output differs from {expected_path.name}{where}:\n{diff}")
+    return problems
 
 
 _CHECKED: dict[tuple[Path, bool], list[str]] = {}

@@ -95,7 +95,7 @@ def test_verdict_and_label_match_the_truth(name):
                                        else "") for i in marked]
         assert call.unseen_reads == reads
         assert f"COULD NOT TELL: KEPT: no later backward() or grad() walked this graph, but " \
-               f"saved tensors are read at {', '.join(reads)}" in report.format()
+               f"saved tensors may be read at {', '.join(reads)}" in report.format()
         assert call.to_dict()["verdict"] == COULD_NOT_TELL
 
 

@@ -12,24 +12,34 @@ Path("article_example.py").write_text(source)
 Path("fixed_example.py").write_text(fixed)
 
 results = {}
-for name in ["article_example.py", "fixed_example.py"]:
-    err = io.StringIO()
-    with open("report.txt", "w") as report, contextlib.redirect_stdout(report):
-        with contextlib.redirect_stderr(err):
-            status = main(["--fail-on-unneeded", name])  # (3)!
-    results[name] = (status, Path("report.txt").read_text(), err.getvalue())
-    print(f"$ python -m retaincheck --fail-on-unneeded {name} > report.txt")
-    print(err.getvalue(), end="")
-    print("$ echo $?")
-    print(status)
+for lang in ["en", "zh"]:  # (4)!
+    if lang == "zh":
+        print("# --8<-- [out:zh]")
+    for name in ["article_example.py", "fixed_example.py"]:
+        err = io.StringIO()
+        with open("report.txt", "w") as report, contextlib.redirect_stdout(report):
+            with contextlib.redirect_stderr(err):
+                status = main(["--lang", lang, "--fail-on-unneeded", name])  # (3)!
+        results[lang, name] = (status, Path("report.txt").read_text(), err.getvalue())
+        flag = "--lang zh " if lang == "zh" else ""
+        print(f"$ python -m retaincheck {flag}--fail-on-unneeded {name} > report.txt")
+        print(err.getvalue(), end="")
+        print("$ echo $?")
+        print(status)
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
 assert fixed != source
-status, report, err = results["article_example.py"]
+status, report, err = results["en", "article_example.py"]
 assert status == 6 and "NOT NEEDED" in report
 assert err == "retaincheck: 1 retain_graph=True call site is not needed (exit status 6)\n"
-status, report, err = results["fixed_example.py"]
-assert status == 0 and err == ""
-assert "no backward() or autograd.grad() call used" in report
+status, report, err = results["zh", "article_example.py"]
+assert status == 6 and "不需要（NOT_NEEDED）" in report
+assert err == "retaincheck：1 处 retain_graph=True 不需要（退出状态 6）\n"
+for lang in ["en", "zh"]:
+    status, report, err = results[lang, "fixed_example.py"]
+    assert status == 0 and err == ""
+    assert "backward() 或 autograd.grad()" in report if lang == "zh" else (
+        "no backward() or autograd.grad() call used" in report
+    )
 # --8<-- [end:proof]

@@ -57,7 +57,7 @@ def refusal(record, completed: bool, status: int = 0) -> str | None:
         return f"kept: needed (walked again{times} by {by})"
     reads = getattr(record, "unseen_reads", None)
     if reads:
-        return f"kept: could not tell (saved tensors are read at {reads[0]})"
+        return f"kept: could not tell (saved tensors may be read at {reads[0]})"
     if getattr(record, "history_leak", False):
         return "kept: needed only because history leaks (detach the carried-over state first)"
     if getattr(record, "create_graph", False):
