@@ -128,8 +128,13 @@ def sequence_diff(what: str, en: list[str], zh: list[str], en_name: str, zh_name
 LANGUAGE_TAG = re.compile(r"\.(?:en|zh)(?=\.[A-Za-z0-9]+(?::[\w-]+)?$)")
 
 
+# A snippet's output in Chinese is ``name.zh.out`` beside its ``name.out`` (snippetcheck's
+# ``split_outputs``): the Chinese page's ``name.zh.out`` is the English page's ``name.out``.
+ZH_OUTPUT = re.compile(r"\.zh(?=\.out\b)")
+
+
 def language_neutral(items: list[str]) -> list[str]:
-    return [LANGUAGE_TAG.sub(".<lang>", item) for item in items]
+    return [LANGUAGE_TAG.sub(".<lang>", ZH_OUTPUT.sub("", item)) for item in items]
 
 
 def parity_problems(en: Path, zh: Path) -> list[str]:
@@ -140,6 +145,7 @@ def parity_problems(en: Path, zh: Path) -> list[str]:
         if wrong:
             problems.append(f"{name} uses the other language's files: {wrong}")
         s.includes, s.links = language_neutral(s.includes), language_neutral(s.links)
+        s.code_blocks = [ZH_OUTPUT.sub("", block) for block in s.code_blocks]
     en_name, zh_name = rel(en), rel(zh)
     levels_a = Counter(h[0] for h in a.headings)
     levels_b = Counter(h[0] for h in b.headings)
