@@ -5,14 +5,18 @@ from importlib.util import find_spec
 from pathlib import Path
 
 example = Path(find_spec("article_example").origin)  # (1)!
-run = subprocess.run(
-    [sys.executable, "-m", "retaincheck", example.name],
-    cwd=example.parent,
-    capture_output=True,
-    text=True,
-)
-print("$ python -m retaincheck article_example.py")
-print(run.stdout, end="")
+runs = {}
+for lang in ["en", "zh"]:  # (2)!
+    if lang == "zh":
+        print("# --8<-- [out:zh]")
+    run = runs[lang] = subprocess.run(
+        [sys.executable, "-m", "retaincheck", "--lang", lang, example.name],
+        cwd=example.parent,
+        capture_output=True,
+        text=True,
+    )
+    print(f"$ python -m retaincheck --lang {lang} article_example.py")
+    print(run.stdout, end="")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
@@ -24,7 +28,10 @@ import tempfile
 
 import torch
 
-assert run.returncode == 0 and run.stderr == ""
+for run in runs.values():
+    assert run.returncode == 0 and run.stderr == ""
+assert "NOT NEEDED: no later backward()" in runs["en"].stdout
+assert "结论：不需要（NOT_NEEDED）：" in runs["zh"].stdout
 as_json = subprocess.run(
     [sys.executable, "-m", "retaincheck", "--json", example.name],
     cwd=example.parent,
