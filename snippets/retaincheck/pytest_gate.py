@@ -19,23 +19,36 @@ def test_two_losses():
     h.pow(2).sum().backward()
 """
 Path("test_train.py").write_text(TESTS)
-command = ["pytest", "-p", "retaincheck.pytest_plugin", "--retaincheck-fail", "-q"]  # (1)!
 env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", COLUMNS="72")  # (2)!
-run = subprocess.run([sys.executable, "-m", *command], env=env, capture_output=True, text=True)
-lines = run.stdout.splitlines()
-start = next(i for i, line in enumerate(lines) if line.strip("= ") == "retaincheck")
-print("$", *command)
-print(*lines[start:-1], sep="\n")  # (3)!
-print("$ echo $?")
-print(run.returncode)
+runs = {}
+for lang in ["en", "zh"]:  # (4)!
+    if lang == "zh":
+        print("# --8<-- [out:zh]")
+    command = ["pytest", "-p", "retaincheck.pytest_plugin", "--retaincheck-fail", "-q"]  # (1)!
+    command += ["--retaincheck-lang", lang]
+    run = runs[lang] = subprocess.run(
+        [sys.executable, "-m", *command], env=env, capture_output=True, text=True
+    )
+    lines = run.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip("= ") == "retaincheck")
+    print("$", *command)
+    print(*lines[start:-1], sep="\n")  # (3)!
+    print("$ echo $?")
+    print(run.returncode)
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
-section = lines[start:-1]
-assert run.returncode == 6 and run.stderr == ""  # (1)!
-assert lines[-1].startswith("2 passed in ")
-assert section[1] == (
+for lang, run in runs.items():
+    lines = run.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip("= ") == "retaincheck")
+    section = lines[start:-1]
+    assert run.returncode == 6 and run.stderr == ""  # (1)!
+    assert lines[-1].startswith("2 passed in ")
+    assert section[2].startswith("test_train.py:6  ")  # (2)!
+assert runs["en"].stdout.splitlines()[start + 1] == (
     "1 retain_graph=True call site not needed (2 tests audited, 3 backward()/grad() calls seen):"
 )
-assert section[2].startswith("test_train.py:6  ")  # (2)!
+assert "1 处 retain_graph=True 不需要（审查了 2 个测试，见到 3 次 backward()/grad() 调用）：" in (
+    runs["zh"].stdout.splitlines()
+)
 # --8<-- [end:proof]
