@@ -32,7 +32,8 @@ def test_includes_point_at_tested_files(fence):
         if path.suffix == ".py":
             assert path in COLLECTED, f"{fence.where}: {path} is not a collected snippet"
         elif path.suffix == ".out":
-            assert path.with_suffix(".py") in COLLECTED, (
+            snippet = path.parent / (path.name.split(".")[0] + ".py")  # name.out, name.zh.out
+            assert snippet in COLLECTED, (
                 f"{fence.where}: {path.name} is not the stored output of a collected snippet"
             )
 

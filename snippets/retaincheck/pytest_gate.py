@@ -7,11 +7,9 @@ from pathlib import Path
 TESTS = """\
 import torch
 
-
 def test_one_loss():
     w = torch.ones(3, requires_grad=True)
     torch.sigmoid(w).sum().backward(retain_graph=True)
-
 
 def test_two_losses():
     h = torch.tanh(torch.ones(3, requires_grad=True))
@@ -21,30 +19,26 @@ def test_two_losses():
 Path("test_train.py").write_text(TESTS)
 env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", COLUMNS="72")  # (2)!
 runs = {}
-for lang in ["en", "zh"]:  # (4)!
-    if lang == "zh":
-        print("# --8<-- [out:zh]")
-    command = ["pytest", "-p", "retaincheck.pytest_plugin", "--retaincheck-fail", "-q"]  # (1)!
-    command += ["--retaincheck-lang", lang]
-    run = runs[lang] = subprocess.run(
-        [sys.executable, "-m", *command], env=env, capture_output=True, text=True
-    )
+for lang, mark in [("en", ""), ("zh", "# --8<-- [out:zh]\n")]:  # (4)!
+    command = ["pytest", "-p", "retaincheck.pytest_plugin", "--retaincheck-fail", "-q",  # (1)!
+               "--retaincheck-lang", lang]
+    run = runs[lang] = subprocess.run([sys.executable, "-m", *command], env=env,
+                                      capture_output=True, text=True)
     lines = run.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip("= ") == "retaincheck")
-    print("$", *command)
+    print(mark + "$", *command)
     print(*lines[start:-1], sep="\n")  # (3)!
-    print("$ echo $?")
-    print(run.returncode)
+    print("$ echo $?", run.returncode, sep="\n")
 # --8<-- [end:lesson]
 
 # --8<-- [start:proof]
-for lang, run in runs.items():
+for run in runs.values():
     lines = run.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip("= ") == "retaincheck")
     section = lines[start:-1]
     assert run.returncode == 6 and run.stderr == ""  # (1)!
     assert lines[-1].startswith("2 passed in ")
-    assert section[2].startswith("test_train.py:6  ")  # (2)!
+    assert section[2].startswith("test_train.py:5  ")  # (2)!
 assert runs["en"].stdout.splitlines()[start + 1] == (
     "1 retain_graph=True call site not needed (2 tests audited, 3 backward()/grad() calls seen):"
 )
