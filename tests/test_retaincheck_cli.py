@@ -175,6 +175,35 @@ def test_a_reuse_after_the_main_code_returns_is_seen(name, tmp_path):
     assert "backward through the graph a second time" in plain.stderr
 
 
+def test_a_run_leaves_this_interpreters_own_exit_work_alone():
+    """main() run in this interpreter, as a program may call it (and the tests do): the script's
+    atexit handler still runs inside the audit, but the exit finalizers that existed before it,
+    torch's operator libraries among them, stay for this interpreter's exit. Had they run, torch's
+    prims operators would be gone, and the next optimizer step here would fail on importing
+    torch._dynamo ("'prims' object has no attribute 'sum'"), as a CI run on torch 2.14.1 did."""
+    import contextlib
+    import io
+    import weakref
+
+    import torch
+
+    from retaincheck.__main__ import main
+
+    def torchs_exit_finalizers():
+        return [f for f, info in weakref.finalize._registry.items()
+                if info.atexit and getattr(info.func, "__module__", None) == "torch.library"]
+
+    before = torchs_exit_finalizers()
+    assert before and hasattr(torch.ops.prims, "sum")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main([str(CLI_FIXTURES / "atexit.py")]) == 0
+    assert out.getvalue().count("atexit regrad ok True") == 1  # the script's handler, once
+    assert hasattr(torch.ops.prims, "sum")
+    assert torchs_exit_finalizers() == before  # still to run at this interpreter's exit
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1).step()
+
+
 def test_json_stdout_holds_only_the_json_even_for_fd_writes_and_subprocesses():
     proc = cli("--json", str(CLI_FIXTURES / "fd_output.py"))
     assert proc.returncode == 0, proc.stderr

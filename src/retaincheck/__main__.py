@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import traceback
+import weakref
 from dataclasses import dataclass, field
 
 from ._messages import BadLang, check_lang, default_lang, message
@@ -230,12 +231,28 @@ def _script_traceback(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb)
 
 
-def _finish_like_python() -> None:
+def _exit_finalizers() -> list:
+    """The ``weakref.finalize`` objects that will run at interpreter exit (``atexit=True``).
+
+    weakref's registry of finalizers is private (``weakref.finalize._registry``): there is no
+    public list of them."""
+    return [f for f, info in list(weakref.finalize._registry.items()) if info.atexit]
+
+
+def _finish_like_python(finalizers_before: list) -> None:
     """What Python does when a script's main code ends, done inside the audit.
 
     It waits for the script's non-daemon threads, then runs the ``atexit`` handlers
     (``atexit._run_exitfuncs`` runs each once and clears them; any left are cleared, so none
     runs again at interpreter exit). A reuse of a retained graph in either place is then seen.
+
+    Except the exit finalizers that existed before the script started (``finalizers_before``):
+    they belong to this interpreter, not to the script. torch's are among them: each operator
+    library its import registered is deregistered by one (``torch/library.py``,
+    ``Library.__init__``: ``weakref.finalize(self, _del_library, ...)``); run here, they would
+    leave the interpreter without torch's ``prims`` operators, so that the next script run in it
+    fails at its first optimizer step (which imports ``torch._dynamo``). They stay for the
+    interpreter's own exit, where Python runs them (as before, after the script's handlers).
     """
     main = threading.main_thread()
     while True:
@@ -245,9 +262,21 @@ def _finish_like_python() -> None:
             break
         for thread in waiting:
             thread.join()
-    atexit._run_exitfuncs()
-    if atexit._ncallbacks():  # cleared by _run_exitfuncs on 3.11; never let one run twice
-        atexit._clear()
+    kept = [f for f in finalizers_before if f.alive]
+    for finalizer in kept:
+        finalizer.atexit = False
+    try:
+        atexit._run_exitfuncs()
+        if atexit._ncallbacks():  # cleared by _run_exitfuncs on 3.11; never let one run twice
+            atexit._clear()
+    finally:
+        for finalizer in kept:
+            finalizer.atexit = True
+        # weakref's exit function ran (and cleared itself from atexit's list): it is
+        # registered again, and allowed to run finalizers, for the interpreter's real exit.
+        weakref.finalize._shutdown = False
+        atexit.register(weakref.finalize._exitfunc)
+        weakref.finalize._registered_with_atexit = True
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -375,6 +404,7 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
 
     status, stopped = 0, None
     saved_main = sys.modules.get("__main__")
+    finalizers_before = _exit_finalizers()
     try:
         context = audit()
         with context as report:
@@ -391,7 +421,7 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
                 if status != 0:
                     stopped = exc
             try:
-                _finish_like_python()
+                _finish_like_python(finalizers_before)
             except BaseException as exc:  # noqa: B036
                 late = _status_of(exc)
                 if late != 0 and stopped is None:
