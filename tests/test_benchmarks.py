@@ -330,6 +330,8 @@ def test_committed_results_support_what_the_page_says_about_the_real_peak():
     by_size: dict[str, dict[str, dict]] = {}
     for row in results["strategies"]:
         by_size.setdefault(row["size"], {})[row["strategy"]] = row
+    below: list[int] = []  # % by which recomputing peaked below retaining, per size
+    above: list[int] = []  # % by which retaining peaked above summing, buffers there, per size
     for size, r in by_size.items():
         grads = param_bytes(r["summed"])
         none = {n: row["alloc_peak_bytes"] for n, row in r.items()}
@@ -341,12 +343,14 @@ def test_committed_results_support_what_the_page_says_about_the_real_peak():
         assert none["retain"] - none["summed"] > grads, size
         # "the summed backward had the lowest peak"
         assert min(none, key=none.get) == "summed", size
-        # "recomputing peaked 1 % to 10 % below retaining"
-        assert 0.90 <= none["recompute"] / none["retain"] <= 0.99, size
-        # "with buffers already there, retaining was 1 % to 17 % above the summed backward"
-        assert 1.01 <= zeroed["retain"] / zeroed["summed"] <= 1.18, size
+        below.append(round(100 * (1 - none["recompute"] / none["retain"])))
+        above.append(round(100 * (zeroed["retain"] / zeroed["summed"] - 1)))
         # "recomputing and the summed backward peaked within 0.1 MiB of each other"
         assert abs(zeroed["recompute"] - zeroed["summed"]) <= 0.1 * 2**20, size
+    # The page's ranges as it rounds them, over the four sizes: "recomputing peaked only 1 % to
+    # 9 % below retaining"; "retaining still raised the peak, by 2 % to 17 %" (buffers there).
+    assert (min(below), max(below)) == (1, 9), below
+    assert (min(above), max(above)) == (2, 17), above
     wide = by_size["wide-shallow"]
     # the audit's figure: about +17 % at width 1024, depth 4, gradient buffers already there
     ratio = wide["retain"]["alloc_peak_grads_zeroed_bytes"] / wide["summed"][

@@ -84,4 +84,16 @@ torch.optim.SGD([w], lr=0.5, fused=True).step()  # (3)!
 assert w._version == 0 and not torch.equal(w, w_before)
 loss.backward()
 assert torch.equal(x.grad, w_before + w.detach())
+
+x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+w = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+w_before = w.detach().clone()
+with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):  # (4)!
+    loss = MulSaved.apply(x, w).sum()
+loss.backward(retain_graph=True)
+with torch.no_grad():
+    w -= 0.5 * w.grad
+assert w._version == 1
+loss.backward()
+assert torch.equal(x.grad, w_before + w.detach())
 # --8<-- [end:proof]
