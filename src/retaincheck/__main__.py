@@ -162,9 +162,9 @@ def _parse(argv: list[str]) -> Options | int:
     if opts.json and opts.json_path is not None:
         raise BadInput("give either --json (to standard output) or --json=PATH, not both")
     if opts.write and not opts.fix:
-        raise BadInput("--write only goes with --fix")
+        raise BadInput(message("e_write", opts.lang))
     if opts.skip_proof and not opts.fix:
-        raise BadInput("--skip-proof only goes with --fix")
+        raise BadInput(message("e_skip_proof", opts.lang))
     return opts
 
 
@@ -592,7 +592,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
                           printed)
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
-                    program=program, skip_proof=opts.skip_proof)
+                    program=program, skip_proof=opts.skip_proof, lang=opts.lang)
     data = None
     if opts.json or opts.json_path:
         data = report.to_dict()
