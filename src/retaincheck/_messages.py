@@ -304,32 +304,32 @@ ZH: dict[str, str] = {
     "本次没有走到的代码路径不在检查范围内）",
     "f_removed_unproven": "已删除 retain_graph=True（本次运行中不需要，未验证；"
     "本次没有走到的代码路径不在检查范围内）",
-    "k_incomplete_status": "保留：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
-    "k_incomplete_stopped": "保留：程序没有运行完（提前停止），所有结论都不是最终结论",
-    "k_raised": "保留：未完成（这个位置的每次调用都抛出了异常）",
-    "k_needed": "保留：需要（再次遍历计算图的是 {by}）",
-    "k_needed_runs": "保留：需要（{runs} 次运行中有 {reused} 次被再次遍历，来自 {by}）",
-    "k_could_not_tell": "保留：无法判断（{read} 处的代码可能读取保存张量）",
-    "k_leak": "保留：需要，只因历史泄漏（先把带入下一轮迭代的状态分离出来）",
-    "k_create": "保留：create_graph=True 本身就会保留计算图（retain_graph 的默认值就是 "
+    "k_incomplete_status": "不改：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
+    "k_incomplete_stopped": "不改：程序没有运行完（提前停止），所有结论都不是最终结论",
+    "k_raised": "不改：未完成（这个位置的每次调用都抛出了异常）",
+    "k_needed": "不改：需要（再次遍历计算图的是 {by}）",
+    "k_needed_runs": "不改：需要（{runs} 次运行中有 {reused} 次被再次遍历，来自 {by}）",
+    "k_could_not_tell": "不改：无法判断（{read} 处的代码可能读取保存张量）",
+    "k_leak": "不改：需要，只因历史泄漏（先把带入下一轮迭代的状态分离出来）",
+    "k_create": "不改：create_graph=True 本身就会保留计算图（retain_graph 的默认值就是 "
     "create_graph），删掉 retain_graph=True 释放不了任何东西；"
     "要释放，请手动写上 retain_graph=False",
-    "k_verdict": "保留：结论是{verdict}",
-    "k_not_file": "保留：{file} 不是文件",
-    "k_gone": "保留：运行之后，源文件已被删除或改动",
-    "k_ambiguous": "保留：{file} 对应 {n} 个文件，请手动修改",
-    "k_installed": "保留：这个文件属于已安装的包或标准库",
-    "k_no_parse": "保留：libcst 无法解析这个文件",
-    "k_no_keyword": "保留：这一行没有 retain_graph= 关键字参数（也许是按位置或经由 **kwargs "
+    "k_verdict": "不改：结论是{verdict}",
+    "k_not_file": "不改：{file} 不是文件",
+    "k_gone": "不改：运行之后，源文件已被删除或改动",
+    "k_ambiguous": "不改：{file} 对应 {n} 个文件，请手动修改",
+    "k_installed": "不改：这个文件属于已安装的包或标准库",
+    "k_no_parse": "不改：libcst 无法解析这个文件",
+    "k_no_keyword": "不改：这一行没有 retain_graph= 关键字参数（也许是按位置或经由 **kwargs "
     "传入的），请手动修改",
-    "k_two_calls": "保留：这一行有 {n} 个调用传了 retain_graph=，请手动修改",
-    "k_not_literal": "保留：retain_graph={value} 不是字面量 True（换一次运行，传入 True "
-    "可能有它的道理）",
-    "k_comment": "保留：这个调用里有注释或不常见的写法，请手动修改",
-    "k_rewrite": "保留：无法改写（{error}）",
-    "k_refuted_one": "保留：去掉 retain_graph=True 后重新运行失败，说明这里的结论错了"
+    "k_two_calls": "不改：这一行有 {n} 个调用传了 retain_graph=，请手动修改",
+    "k_not_literal": "不改：retain_graph={value} 不是字面量 True（别的运行可能有理由传入 "
+    "True）",
+    "k_comment": "不改：这个调用里有注释或不常见的写法，请手动修改",
+    "k_rewrite": "不改：无法改写（{error}）",
+    "k_refuted_one": "不改：去掉 retain_graph=True 后重新运行失败，说明这里的结论错了"
     "（请报告这个问题）",
-    "k_refuted_many": "保留：应用全部 {n} 处改动后重新运行失败",
+    "k_refuted_many": "不改：应用全部 {n} 处改动后重新运行失败",
     "by_rerun_one": "--fix 去掉 retain_graph=True 后的重新运行（它失败了）",
     "by_rerun_many": "--fix 去掉全部 {n} 处 retain_graph=True 后的重新运行（它失败了）",
     "proof_distributed": "分布式运行（WORLD_SIZE > 1）中的单个进程无法单独重新运行",
