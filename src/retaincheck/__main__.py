@@ -69,10 +69,11 @@ options:
   --write             with --fix: write the changes to the files, only if proven
   --skip-proof        with --fix: do not rerun the program to prove the changes (a run too
                       long to repeat); the changes are then marked "unproven"
-  --lang=LANG         the readable report's language: en or zh (also --lang LANG).
-                      Default: $RETAINCHECK_LANG if set, else zh when the locale
-                      ($LC_ALL, $LC_MESSAGES, $LANG: the first one set) starts with zh,
-                      else en. The JSON report is the same in both languages
+  --lang=LANG         the language of the readable report and of --fix's plan: en or zh
+                      (also --lang LANG). Default: $RETAINCHECK_LANG if set, else zh
+                      when the locale ($LC_ALL, $LC_MESSAGES, $LANG: the first one set)
+                      starts with zh, else en. The JSON report is the same in both
+                      languages
   -h, --help          show this help and exit
   --version           print the version and exit
 

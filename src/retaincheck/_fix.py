@@ -30,8 +30,6 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ._hooks import _without_comment
 from ._messages import message, reused_by
 
-CREATE_GRAPH_REASON = message("k_create")
-
 
 @dataclass
 class _Site:
