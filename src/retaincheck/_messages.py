@@ -1,4 +1,4 @@
-"""Every human-facing template of the report, in English and Chinese, keyed by message id.
+"""Every human-facing template of the report and of --fix, in English and Chinese, keyed by id.
 
 A dict rather than stdlib ``gettext``: gettext reads compiled ``.mo`` files, which the package
 would have to build and ship (and keep in step with a ``.po`` source); two dicts in one module
