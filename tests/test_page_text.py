@@ -308,11 +308,9 @@ def test_long_code_blocks_are_folded(built_site):
 # (x.grad, backward(), retain_graph=True, _saved_self), numbers and tensors are not words.
 # PyTorch's own error and warning text is shown verbatim: a run is PyTorch's when it is in no
 # string the lesson wrote and the lesson catches an exception or a warning, whose str it prints.
-# retaincheck's report, its gate line and its pytest summary have a Chinese rendering
-# (--lang zh, name.zh.out); --fix's plan and the Python API's English strings do not yet: those
-# two outputs are exempt (the exemption fails once they no longer need it).
+# retaincheck's report, its gate line, its pytest summary, its --fix plan and the Python API's
+# suggestion have a Chinese rendering (--lang zh, suggestion_in("zh"), name.zh.out).
 ENGLISH_WORD = re.compile(r"[A-Za-z]+(?:'s|')?[,.;!?]?:?")
-NOT_YET_BILINGUAL = {"retaincheck/fix_example.out", "retaincheck/audit_in_code.out"}
 
 
 def english_runs(line: str, least: int = 3) -> list[str]:
@@ -411,14 +409,9 @@ def test_sentences_we_printed_are_found(tmp_path):
 def test_output_on_chinese_pages_has_no_english_sentence():
     outs = outputs_on_chinese_pages()
     assert len(outs) > 80, outs  # the pages do include their outputs
-    offenders, exempt = {}, {}
+    offenders = {}
     for out in outs:
         found = sentences_we_printed(out)
-        page, name = out.parent.name, f"{out.parent.name}/{out.name}"
-        if name in NOT_YET_BILINGUAL:
-            exempt[name] = found
-        elif found:
-            offenders.setdefault(page, {})[out.name] = found
-    offenders = {page: outs for page, outs in offenders.items() if outs}
+        if found:
+            offenders.setdefault(out.parent.name, {})[out.name] = found
     assert not offenders, f"label output with keys (same_mask: True), not English: {offenders}"
-    assert all(exempt.values()), f"drop from NOT_YET_BILINGUAL, they read in both: {exempt}"

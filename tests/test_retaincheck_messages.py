@@ -130,3 +130,61 @@ def test_a_bad_language_is_one_line_and_exit_2(monkeypatch):
     assert run(fixture)[1].endswith(
         "retaincheck：没有 backward() 或 autograd.grad() 调用使用 retain_graph=True。\n"
     )
+
+
+FIX_SCRIPT = """\
+import torch
+
+w = torch.ones(3, requires_grad=True)
+keep = True
+a = (w * w).sum()
+a.backward(retain_graph=True)
+b = (w * w).sum()
+b.backward(retain_graph=keep)
+c = (w * w).sum()
+c.backward(retain_graph=True)
+c.backward()
+d = (w * w).sum()
+torch.autograd.grad(d, w, retain_graph=True, create_graph=True)
+"""
+
+
+def test_the_chinese_fix_plan_has_no_english_sentence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("train.py").write_text(FIX_SCRIPT)
+    plans = {}
+    for lang in ["en", "zh"]:
+        status, out, err = run("--lang", lang, "--fix", "--skip-proof", "train.py")
+        assert status == 0 and err == "", err
+        plans[lang] = out[out.index("retaincheck --fix") :].split("\n\n")[0].splitlines()
+    assert plans["en"][0] == (
+        "retaincheck --fix: 1 change in 1 file, unproven (--skip-proof: no rerun checked it) "
+        "(not written; add --write to apply)"
+    )
+    assert plans["zh"][0] == (
+        "retaincheck --fix：1 个文件，1 处改动，未验证（--skip-proof：没有重新运行来核对）；"
+        "尚未写入，加上 --write 才会写入"
+    )
+    assert len(plans["zh"]) == len(plans["en"]) == 5  # the header and four sites
+    assert [line for line in plans["zh"] if english_runs(line)] == []
+    assert "不改：需要（再次遍历计算图的是 train.py:11）" in plans["zh"][3]
+    assert "不改：retain_graph=keep 不是字面量 True" in plans["zh"][2]
+    assert Path("train.py").read_text() == FIX_SCRIPT
+
+
+def test_fix_errors_and_a_refuted_site_in_chinese():
+    assert run("--lang", "zh", "--write", "x.py") == (
+        2, "", "retaincheck: error: --write 只能和 --fix 一起用\n"
+    )
+    assert run("--lang", "en", "--skip-proof", "x.py") == (
+        2, "", "retaincheck: error: --skip-proof only goes with --fix\n"
+    )
+    record = CallRecord(file="a.py", line=1, function="<module>", code="y.backward()",
+                        kind="backward", executions=1, needed=True,
+                        reused_by=[_messages.message("by_rerun_many", n=2)])
+    assert record.to_dict()["reused_by"] == [
+        "the --fix rerun without all 2 retain_graph=True, which failed"
+    ]
+    chinese = Report(calls=[record]).format("zh")
+    assert "再次遍历这张计算图的是 --fix 去掉全部 2 处 retain_graph=True 后的重新运行" in chinese
+    assert [line for line in chinese.splitlines() if english_runs(line)] == []

@@ -69,10 +69,11 @@ options:
   --write             with --fix: write the changes to the files, only if proven
   --skip-proof        with --fix: do not rerun the program to prove the changes (a run too
                       long to repeat); the changes are then marked "unproven"
-  --lang=LANG         the readable report's language: en or zh (also --lang LANG).
-                      Default: $RETAINCHECK_LANG if set, else zh when the locale
-                      ($LC_ALL, $LC_MESSAGES, $LANG: the first one set) starts with zh,
-                      else en. The JSON report is the same in both languages
+  --lang=LANG         the language of the readable report and of --fix's plan: en or zh
+                      (also --lang LANG). Default: $RETAINCHECK_LANG if set, else zh
+                      when the locale ($LC_ALL, $LC_MESSAGES, $LANG: the first one set)
+                      starts with zh, else en. The JSON report is the same in both
+                      languages
   -h, --help          show this help and exit
   --version           print the version and exit
 
@@ -162,9 +163,9 @@ def _parse(argv: list[str]) -> Options | int:
     if opts.json and opts.json_path is not None:
         raise BadInput("give either --json (to standard output) or --json=PATH, not both")
     if opts.write and not opts.fix:
-        raise BadInput("--write only goes with --fix")
+        raise BadInput(message("e_write", opts.lang))
     if opts.skip_proof and not opts.fix:
-        raise BadInput("--skip-proof only goes with --fix")
+        raise BadInput(message("e_skip_proof", opts.lang))
     return opts
 
 
@@ -592,7 +593,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
                           printed)
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
-                    program=program, skip_proof=opts.skip_proof)
+                    program=program, skip_proof=opts.skip_proof, lang=opts.lang)
     data = None
     if opts.json or opts.json_path:
         data = report.to_dict()

@@ -28,11 +28,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ._hooks import _without_comment
-
-CREATE_GRAPH_REASON = (
-    "kept: create_graph=True retains the graph anyway (retain_graph defaults to create_graph), "
-    "so removing retain_graph=True frees nothing; write retain_graph=False by hand"
-)
+from ._messages import message, reused_by
 
 
 @dataclass
@@ -42,28 +38,35 @@ class _Site:
     path: str | None = None
 
 
-def refusal(record, completed: bool, status: int = 0) -> str | None:
-    """Why ``--fix`` must keep this site as it is, or None when the audit proved it not
-    needed in a completed run."""
+def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str | None:
+    """Why ``--fix`` must keep this site as it is (in ``lang``), or None when the audit proved
+    it not needed in a completed run."""
+    def m(key, **values):
+        return message(key, lang, **values)
+
     if not completed:
-        why = f"exit status {status}" if status else "it stopped early"
-        return f"kept: the run did not complete ({why}), so no verdict is final"
+        return m("k_incomplete_status", status=status) if status else m("k_incomplete_stopped")
     if record.executions == 0:
-        return "kept: did not complete (every call at this site raised)"
+        return m("k_raised")
     reused = getattr(record, "reused_executions", 0)  # newer reports count reused runs
     if record.needed or reused:
-        by = ", ".join(record.reused_by) or "?"
-        times = f" in {reused} of {record.executions} runs" if record.executions > 1 else ""
-        return f"kept: needed (walked again{times} by {by})"
+        by = reused_by(record.reused_by, lang) or "?"
+        if record.executions > 1:
+            return m("k_needed_runs", reused=reused, runs=record.executions, by=by)
+        return m("k_needed", by=by)
     reads = getattr(record, "unseen_reads", None)
     if reads:
-        return f"kept: could not tell (saved tensors may be read at {reads[0]})"
+        return m("k_could_not_tell", read=reads[0])
     if getattr(record, "history_leak", False):
-        return "kept: needed only because history leaks (detach the carried-over state first)"
+        return m("k_leak")
     if getattr(record, "create_graph", False):
-        return CREATE_GRAPH_REASON
+        return m("k_create")
     if record.verdict != "not needed":
-        return f"kept: the verdict is {record.verdict!r}"
+        from ._report import VERDICT_KEYS
+
+        key = VERDICT_KEYS.get(record.verdict)
+        shown = m(key) if lang != "en" and key else repr(record.verdict)
+        return m("k_verdict", verdict=shown)
     return None
 
 
@@ -79,10 +82,10 @@ def _code_line(source: bytes, line: int) -> str | None:
     return _without_comment(lines[line - 1]) if 0 < line <= len(lines) else None
 
 
-def _locate(record, dirs: list[str]) -> tuple[str | None, str | None]:
-    """(path, None) of the file the record's line is in, or (None, reason)."""
+def _locate(record, dirs: list[str], lang: str = "en") -> tuple[str | None, str | None]:
+    """(path, None) of the file the record's line is in, or (None, reason in ``lang``)."""
     if record.file.startswith("<"):
-        return None, f"kept: {record.file} is not a file"
+        return None, message("k_not_file", lang, file=record.file)
     if os.path.isabs(record.file):
         candidates = [record.file]
     else:  # relative to the working directory at the time of the call
@@ -97,12 +100,12 @@ def _locate(record, dirs: list[str]) -> tuple[str | None, str | None]:
         if _code_line(source, record.line) == record.code:
             found.setdefault(os.path.realpath(path), path)
     if not found:
-        return None, "kept: its source file is gone or changed since the run"
+        return None, message("k_gone", lang)
     if len(found) > 1:
-        return None, f"kept: {record.file} matches {len(found)} files; fix it by hand"
+        return None, message("k_ambiguous", lang, file=record.file, n=len(found))
     real, path = next(iter(found.items()))
     if any(real.startswith(d) for d in _protected_dirs()):
-        return None, "kept: the file belongs to an installed package or the standard library"
+        return None, message("k_installed", lang)
     return path, None
 
 
@@ -177,29 +180,23 @@ class _DropKeyword(ast.NodeTransformer):
         return node
 
 
-def remove_at(source: bytes, line: int) -> tuple[bytes | None, str | None]:
+def remove_at(source: bytes, line: int, lang: str = "en") -> tuple[bytes | None, str | None]:
     """``source`` without the ``retain_graph=True`` of the one call on ``line``, or
-    (None, reason)."""
+    (None, reason in ``lang``)."""
     try:
         wrapper = MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError:
-        return None, "kept: libcst cannot parse the file"
+        return None, message("k_no_parse", lang)
     finder = _Calls(line)
     wrapper.visit(finder)
     if not finder.found:
-        return None, (
-            "kept: no retain_graph= keyword argument on this line (passed positionally or "
-            "through **kwargs?); change it by hand"
-        )
+        return None, message("k_no_keyword", lang)
     if len(finder.found) > 1:
-        return None, f"kept: {len(finder.found)} calls pass retain_graph= here; fix it by hand"
+        return None, message("k_two_calls", lang, n=len(finder.found))
     call, arg, start = finder.found[0]
     if not m.matches(arg.value, m.Name("True")):
         value = wrapper.module.code_for_node(arg.value)
-        return None, (
-            f"kept: retain_graph={value} is not the literal True (other runs may pass True "
-            "for a reason)"
-        )
+        return None, message("k_not_literal", lang, value=value)
     new = wrapper.module.visit(_Remove(call, arg)).bytes
     # The change must be exactly that keyword argument, and lose no comment.
     expected_tree = ast.parse(source)
@@ -210,7 +207,7 @@ def remove_at(source: bytes, line: int) -> tuple[bytes | None, str | None]:
     except SyntaxError:
         same = False
     if not same or _comments(new) != _comments(source):
-        return None, "kept: a comment or unusual syntax sits in this call; fix it by hand"
+        return None, message("k_comment", lang)
     return new, None
 
 
@@ -226,22 +223,25 @@ def _refuted(record, changed: int) -> None:
     several changes the one to blame is unknown: each is kept as needed."""
     record.needed = True
     record.reused_executions = record.executions
-    record.reused_by = [
-        "the --fix rerun without retain_graph=True, which failed" if changed == 1 else
-        f"the --fix rerun without all {changed} retain_graph=True, which failed"
+    record.reused_by = [  # English, as the JSON is: the report shows it in its language
+        message("by_rerun_one") if changed == 1 else message("by_rerun_many", n=changed)
     ]
 
 
 def fix(report, completed: bool, status: int = 0, *, write: bool = False,
-        dirs: list[str] | None = None, program=None, skip_proof: bool = False) -> str:
+        dirs: list[str] | None = None, program=None, skip_proof: bool = False,
+        lang: str = "en") -> str:
     """Plan, prove (rerun ``program``, a ``_proof.Program``, with the changes) and with
-    ``write`` apply the removals; the text ``--fix`` prints. Without a ``program`` or with
-    ``skip_proof`` the changes are "unproven"."""
+    ``write`` apply the removals; the text ``--fix`` prints, in ``lang``. Without a
+    ``program`` or with ``skip_proof`` the changes are "unproven"."""
+    def msg(key, **values):
+        return message(key, lang, **values)
+
     dirs = list(dirs or [])
-    sites = [_Site(record, refusal(record, completed, status)) for record in report.calls]
+    sites = [_Site(record, refusal(record, completed, status, lang)) for record in report.calls]
     for site in sites:
         if site.reason is None:
-            site.path, site.reason = _locate(site.record, dirs)
+            site.path, site.reason = _locate(site.record, dirs, lang)
     by_file: dict[str, list[_Site]] = {}
     for site in sites:
         if site.reason is None:
@@ -253,9 +253,9 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
         new = old
         for site in sorted(file_sites, key=lambda s: -s.record.line):  # bottom up: lines hold
             try:
-                result, reason = remove_at(new, site.record.line)
+                result, reason = remove_at(new, site.record.line, lang)
             except Exception as exc:  # never lose the report over a rewrite
-                result, reason = None, f"kept: could not rewrite it ({type(exc).__name__})"
+                result, reason = None, msg("k_rewrite", error=type(exc).__name__)
             if result is None:
                 site.reason = reason
             else:
@@ -265,20 +265,18 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
             diffs.append(_diff(old, new, file_sites[0].record.file))
             edits[path] = (new, [s for s in file_sites if s.reason is None])
     if not sites:
-        return "retaincheck --fix: nothing to fix (no call used retain_graph=True)\n"
+        return msg("f_nothing_to_fix") + "\n"
     proof = None
     if edits and program is not None and not skip_proof:
         from ._proof import prove
 
-        proof = prove({path: new for path, (new, _) in edits.items()}, program)
+        proof = prove({path: new for path, (new, _) in edits.items()}, program, lang)
         if not proof.proven:
             for _, changed_sites in edits.values():
                 for site in changed_sites:
                     _refuted(site.record, changed)
                     site.reason = (
-                        "kept: the rerun without retain_graph=True failed, so the verdict "
-                        "was wrong here (please report it)" if changed == 1 else
-                        f"kept: the rerun with all {changed} changes failed"
+                        msg("k_refuted_one") if changed == 1 else msg("k_refuted_many", n=changed)
                     )
     if write and (proof is None or proof.proven):
         for path, (new, _) in edits.items():
@@ -291,27 +289,27 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
                 pass
             os.replace(tmp, path)
     files = sum(1 for d in diffs if d)
-    what = f"{changed} change{'s' if changed != 1 else ''} in {files} file"
-    what += "s" if files != 1 else ""
+    what = msg("f_what", changes=msg("f_changes_one" if changed == 1 else "f_changes_many",
+                                     n=changed),
+               files=msg("f_files_one" if files == 1 else "f_files_many", n=files))
     if proof is None:
-        how = "unproven (--skip-proof: no rerun checked it)" if skip_proof else "unproven"
+        how = msg("f_unproven_skip") if skip_proof else msg("f_unproven")
     else:
-        how = f"proven: {proof.reason}" if proof.proven else f"NOT proven: {proof.reason}"
+        how = msg("f_proven" if proof.proven else "f_not_proven", reason=proof.reason)
     if changed and proof is not None and not proof.proven:
-        head = f"retaincheck --fix: nothing written; {what}, {how}"
+        head = msg("f_head_refuted", what=what, how=how)
     elif changed and write:
-        head = f"retaincheck --fix: wrote {what}, {how}"
+        head = msg("f_head_wrote", what=what, how=how)
     elif changed:
-        head = f"retaincheck --fix: {what}, {how} (not written; add --write to apply)"
+        head = msg("f_head_plan", what=what, how=how)
     else:
-        head = "retaincheck --fix: nothing to change"
+        head = msg("f_nothing_to_change")
     width = max(len(s.record.site) for s in sites)
     lines = [head]
     for site in sites:
-        done = "removed" if write else "remove"
-        tail = "" if proof is not None else ", unproven"
-        action = site.reason or (f"{done} retain_graph=True (not needed in this run{tail}; "
-                                 "code paths it did not take are not checked)")
+        done = "f_removed" if write else "f_remove"
+        tail = "" if proof is not None else "_unproven"
+        action = site.reason or msg(done + tail)
         lines.append(f"  {site.record.site:<{width}}  {action}")
     text = "\n".join(lines) + "\n"
     if diffs:

@@ -1,4 +1,4 @@
-"""Every human-facing template of the report, in English and Chinese, keyed by message id.
+"""Every human-facing template of the report and of --fix, in English and Chinese, keyed by id.
 
 A dict rather than stdlib ``gettext``: gettext reads compiled ``.mo`` files, which the package
 would have to build and ship (and keep in step with a ``.po`` source); two dicts in one module
@@ -133,6 +133,76 @@ EN: dict[str, str] = {
     "torch.autograd.grad(outputs, [input_1, input_2, ...])",
     "s_self_grad": "keep it: later runs of this grad() line take gradients through the same graph",
     "s_walked_by": "keep it: this graph is walked again by {by}",
+    # sizes (_sizes.human): KiB and larger read the same in both languages
+    "bytes": "{n} bytes",
+    # --fix's plan (_fix.fix): header, one line per site, the reason each kept site stays
+    "f_nothing_to_fix": "retaincheck --fix: nothing to fix (no call used retain_graph=True)",
+    "f_nothing_to_change": "retaincheck --fix: nothing to change",
+    "f_head_refuted": "retaincheck --fix: nothing written; {what}, {how}",
+    "f_head_wrote": "retaincheck --fix: wrote {what}, {how}",
+    "f_head_plan": "retaincheck --fix: {what}, {how} (not written; add --write to apply)",
+    "f_what": "{changes} in {files}",
+    "f_changes_one": "{n} change",
+    "f_changes_many": "{n} changes",
+    "f_files_one": "{n} file",
+    "f_files_many": "{n} files",
+    "f_unproven": "unproven",
+    "f_unproven_skip": "unproven (--skip-proof: no rerun checked it)",
+    "f_proven": "proven: {reason}",
+    "f_not_proven": "NOT proven: {reason}",
+    "f_remove": "remove retain_graph=True (not needed in this run; code paths it did not take "
+    "are not checked)",
+    "f_remove_unproven": "remove retain_graph=True (not needed in this run, unproven; code paths "
+    "it did not take are not checked)",
+    "f_removed": "removed retain_graph=True (not needed in this run; code paths it did not take "
+    "are not checked)",
+    "f_removed_unproven": "removed retain_graph=True (not needed in this run, unproven; code "
+    "paths it did not take are not checked)",
+    "k_incomplete_status": "kept: the run did not complete (exit status {status}), so no verdict "
+    "is final",
+    "k_incomplete_stopped": "kept: the run did not complete (it stopped early), so no verdict is "
+    "final",
+    "k_raised": "kept: did not complete (every call at this site raised)",
+    "k_needed": "kept: needed (walked again by {by})",
+    "k_needed_runs": "kept: needed (walked again in {reused} of {runs} runs by {by})",
+    "k_could_not_tell": "kept: could not tell (saved tensors may be read at {read})",
+    "k_leak": "kept: needed only because history leaks (detach the carried-over state first)",
+    "k_create": "kept: create_graph=True retains the graph anyway (retain_graph defaults to "
+    "create_graph), so removing retain_graph=True frees nothing; write retain_graph=False by hand",
+    "k_verdict": "kept: the verdict is {verdict}",
+    "k_not_file": "kept: {file} is not a file",
+    "k_gone": "kept: its source file is gone or changed since the run",
+    "k_ambiguous": "kept: {file} matches {n} files; fix it by hand",
+    "k_installed": "kept: the file belongs to an installed package or the standard library",
+    "k_no_parse": "kept: libcst cannot parse the file",
+    "k_no_keyword": "kept: no retain_graph= keyword argument on this line (passed positionally "
+    "or through **kwargs?); change it by hand",
+    "k_two_calls": "kept: {n} calls pass retain_graph= here; fix it by hand",
+    "k_not_literal": "kept: retain_graph={value} is not the literal True (other runs may pass "
+    "True for a reason)",
+    "k_comment": "kept: a comment or unusual syntax sits in this call; fix it by hand",
+    "k_rewrite": "kept: could not rewrite it ({error})",
+    "k_refuted_one": "kept: the rerun without retain_graph=True failed, so the verdict was wrong "
+    "here (please report it)",
+    "k_refuted_many": "kept: the rerun with all {n} changes failed",
+    # who walked a refuted site's graph again (CallRecord.reused_by; the JSON keeps the English)
+    "by_rerun_one": "the --fix rerun without retain_graph=True, which failed",
+    "by_rerun_many": "the --fix rerun without all {n} retain_graph=True, which failed",
+    # the proof's result (_proof.prove)
+    "proof_distributed": "a rank of a distributed run (WORLD_SIZE > 1) cannot be rerun alone",
+    "proof_no_start": "the rerun could not start ({error})",
+    "proof_failed": "the rerun failed (exit status {status}): {error}",
+    "proof_status": "the rerun exited with status {status}, the audited run with {audited}: "
+    "{error}",
+    "proof_caught": "the rerun raised a freed-graph error that the program caught: {error}",
+    "proof_stdout": "the rerun's standard output differs from the audited run's ({diff})",
+    "proof_line": "line {n}: {old} became {new}",
+    "proof_lines": "{old} lines became {new}",
+    "proof_no_output": "no output",
+    "proof_ok": "a rerun with the changes exited {status} as the audited run did ({seconds} s)",
+    # command-line errors of --fix (printed after "retaincheck: error: ")
+    "e_write": "--write only goes with --fix",
+    "e_skip_proof": "--skip-proof only goes with --fix",
 }
 
 ZH: dict[str, str] = {
@@ -146,7 +216,7 @@ ZH: dict[str, str] = {
     "ran_times": "{site}  {code}  （运行 {n} 次）",
     "verdict": "    结论：{verdict}",
     "why_raised": "：调用抛出了异常，它的计算图无从判断",
-    "why_walked": "：{by} 再次遍历了这张计算图",
+    "why_walked": "：再次遍历这张计算图的是 {by}",
     "why_walked_runs": "（{runs} 次运行中有 {reused} 次被再次使用）",
     "why_unseen": "：之后没有 backward() 或 grad() 遍历这张计算图，但 {reads} 处的代码"
     "可能读取保存张量",
@@ -211,7 +281,69 @@ ZH: dict[str, str] = {
     "s_all_inputs": "保留；或者一次调用对所有输入求梯度：torch.autograd.grad(outputs, "
     "[input_1, input_2, ...])",
     "s_self_grad": "保留：这一行 grad() 之后的运行沿同一张计算图求梯度",
-    "s_walked_by": "保留：{by} 再次遍历了这张计算图",
+    "s_walked_by": "保留：再次遍历这张计算图的是 {by}",
+    "bytes": "{n} 字节",
+    "f_nothing_to_fix": "retaincheck --fix：无需修改（没有调用使用 retain_graph=True）",
+    "f_nothing_to_change": "retaincheck --fix：没有可改的地方",
+    "f_head_refuted": "retaincheck --fix：未写入任何文件；{what}，{how}",
+    "f_head_wrote": "retaincheck --fix：已写入{what}，{how}",
+    "f_head_plan": "retaincheck --fix：{what}，{how}；尚未写入，加上 --write 才会写入",
+    "f_what": "{files}，{changes}",
+    "f_changes_one": "{n} 处改动",
+    "f_changes_many": "{n} 处改动",
+    "f_files_one": "{n} 个文件",
+    "f_files_many": "{n} 个文件",
+    "f_unproven": "未验证",
+    "f_unproven_skip": "未验证（--skip-proof：没有重新运行来核对）",
+    "f_proven": "已验证：{reason}",
+    "f_not_proven": "未通过验证：{reason}",
+    "f_remove": "删除 retain_graph=True（本次运行中不需要；本次没有走到的代码路径不在检查范围内）",
+    "f_remove_unproven": "删除 retain_graph=True（本次运行中不需要，未验证；"
+    "本次没有走到的代码路径不在检查范围内）",
+    "f_removed": "已删除 retain_graph=True（本次运行中不需要；"
+    "本次没有走到的代码路径不在检查范围内）",
+    "f_removed_unproven": "已删除 retain_graph=True（本次运行中不需要，未验证；"
+    "本次没有走到的代码路径不在检查范围内）",
+    "k_incomplete_status": "不改：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
+    "k_incomplete_stopped": "不改：程序没有运行完（提前停止），所有结论都不是最终结论",
+    "k_raised": "不改：未完成（这个位置的每次调用都抛出了异常）",
+    "k_needed": "不改：需要（再次遍历计算图的是 {by}）",
+    "k_needed_runs": "不改：需要（{runs} 次运行中有 {reused} 次被再次遍历，来自 {by}）",
+    "k_could_not_tell": "不改：无法判断（{read} 处的代码可能读取保存张量）",
+    "k_leak": "不改：需要，只因历史泄漏（先把带入下一轮迭代的状态分离出来）",
+    "k_create": "不改：create_graph=True 本身就会保留计算图（retain_graph 的默认值就是 "
+    "create_graph），删掉 retain_graph=True 释放不了任何东西；"
+    "要释放，请手动写上 retain_graph=False",
+    "k_verdict": "不改：结论是{verdict}",
+    "k_not_file": "不改：{file} 不是文件",
+    "k_gone": "不改：运行之后，源文件已被删除或改动",
+    "k_ambiguous": "不改：{file} 对应 {n} 个文件，请手动修改",
+    "k_installed": "不改：这个文件属于已安装的包或标准库",
+    "k_no_parse": "不改：libcst 无法解析这个文件",
+    "k_no_keyword": "不改：这一行没有 retain_graph= 关键字参数（也许是按位置或经由 **kwargs "
+    "传入的），请手动修改",
+    "k_two_calls": "不改：这一行有 {n} 个调用传了 retain_graph=，请手动修改",
+    "k_not_literal": "不改：retain_graph={value} 不是字面量 True（别的运行可能有理由传入 "
+    "True）",
+    "k_comment": "不改：这个调用里有注释或不常见的写法，请手动修改",
+    "k_rewrite": "不改：无法改写（{error}）",
+    "k_refuted_one": "不改：去掉 retain_graph=True 后重新运行失败，说明这里的结论错了"
+    "（请报告这个问题）",
+    "k_refuted_many": "不改：应用全部 {n} 处改动后重新运行失败",
+    "by_rerun_one": "--fix 去掉 retain_graph=True 后的重新运行（它失败了）",
+    "by_rerun_many": "--fix 去掉全部 {n} 处 retain_graph=True 后的重新运行（它失败了）",
+    "proof_distributed": "分布式运行（WORLD_SIZE > 1）中的单个进程无法单独重新运行",
+    "proof_no_start": "无法启动重新运行（{error}）",
+    "proof_failed": "重新运行失败（退出状态 {status}）：{error}",
+    "proof_status": "重新运行的退出状态是 {status}，受检查的那次是 {audited}：{error}",
+    "proof_caught": "重新运行时抛出了计算图已释放的错误，被程序自己捕获：{error}",
+    "proof_stdout": "重新运行的标准输出与受检查的那次不同（{diff}）",
+    "proof_line": "第 {n} 行：{old} 变成了 {new}",
+    "proof_lines": "{old} 行变成了 {new} 行",
+    "proof_no_output": "没有输出",
+    "proof_ok": "应用改动后重新运行，与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
+    "e_write": "--write 只能和 --fix 一起用",
+    "e_skip_proof": "--skip-proof 只能和 --fix 一起用",
 }
 
 CATALOGS = {"en": EN, "zh": ZH}
@@ -225,3 +357,23 @@ def zh_tag(verdict: str) -> str:
 def message(key: str, lang: str = "en", **values) -> str:
     """The template ``key`` in ``lang``, filled with ``values``."""
     return CATALOGS[lang][key].format(**values)
+
+
+def _pattern(key: str) -> re.Pattern:
+    parts = re.split(r"\{\w+\}", EN[key])
+    return re.compile(r"(\d+)".join(map(re.escape, parts)))
+
+
+def reused_by(entries: list[str], lang: str = "en") -> str:
+    """``CallRecord.reused_by`` as the report shows it: ``file:line`` entries as they are, the
+    English note a refuted ``--fix`` proof leaves (``by_rerun_*``, kept in English for the
+    JSON) in ``lang``."""
+    shown = []
+    for entry in entries:
+        many = _pattern("by_rerun_many").fullmatch(entry)
+        if entry == EN["by_rerun_one"]:
+            entry = message("by_rerun_one", lang)
+        elif many:
+            entry = message("by_rerun_many", lang, n=many.group(1))
+        shown.append(entry)
+    return ", ".join(shown)

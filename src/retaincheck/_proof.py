@@ -23,6 +23,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from ._messages import message
+
 FREED = (
     "backward through the graph a second time",
     "access saved tensors after they have already been freed",
@@ -48,11 +50,14 @@ class Program:
     stdout: bytes | None = None  # what the audited run wrote to its standard output
 
 
-def prove(changes: dict[str, bytes], program: Program) -> Proof:
-    """Rerun ``program`` with ``changes`` (real path -> new source) applied."""
+def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proof:
+    """Rerun ``program`` with ``changes`` (real path -> new source) applied; the reason is in
+    ``lang``."""
+    def m(key, **values):
+        return message(key, lang, **values)
+
     if _distributed():
-        return Proof(False, "a rank of a distributed run (WORLD_SIZE > 1) cannot be rerun "
-                     "alone", 0.0)
+        return Proof(False, m("proof_distributed"), 0.0)
     with tempfile.TemporaryDirectory(prefix="retaincheck-proof-") as tmp:
         copies = {}
         for i, (path, source) in enumerate(sorted(changes.items())):
@@ -78,7 +83,7 @@ def prove(changes: dict[str, bytes], program: Program) -> Proof:
                 capture_output=True, check=False,
             )
         except OSError as exc:
-            return Proof(False, f"the rerun could not start ({exc.strerror or exc})", 0.0)
+            return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0)
         seconds = time.perf_counter() - start
         caught = None
         if os.path.exists(marker):
@@ -86,32 +91,30 @@ def prove(changes: dict[str, bytes], program: Program) -> Proof:
                 caught = (f.read().strip().splitlines() or [""])[0][:160]
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
     if any(text in output for text in FREED):
-        return Proof(False, f"the rerun failed (exit status {proc.returncode}): "
-                     f"{_last_error(output)}", seconds)
+        return Proof(False, m("proof_failed", status=proc.returncode,
+                              error=_last_error(output, lang)), seconds)
     if proc.returncode != program.status:
-        return Proof(False, f"the rerun exited with status {proc.returncode}, the audited run "
-                     f"with {program.status}: {_last_error(output)}", seconds)
+        return Proof(False, m("proof_status", status=proc.returncode, audited=program.status,
+                              error=_last_error(output, lang)), seconds)
     if caught:
-        return Proof(False, f"the rerun raised a freed-graph error that the program caught: "
-                     f"{caught}", seconds)
+        return Proof(False, m("proof_caught", error=caught), seconds)
     # Lines compared in any order: a program's prints and its subprocesses' output may
     # interleave differently through a pipe than on a terminal.
     if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(
         program.stdout.splitlines()
     ):
-        return Proof(False, "the rerun's standard output differs from the audited run's "
-                     f"({_first_difference(program.stdout, proc.stdout)})", seconds)
-    return Proof(True, f"a rerun with the changes exited {proc.returncode} as the audited run "
-                 f"did ({seconds:.1f} s)", seconds)
+        diff = _first_difference(program.stdout, proc.stdout, lang)
+        return Proof(False, m("proof_stdout", diff=diff), seconds)
+    return Proof(True, m("proof_ok", status=proc.returncode, seconds=f"{seconds:.1f}"), seconds)
 
 
-def _first_difference(old: bytes, new: bytes) -> str:
+def _first_difference(old: bytes, new: bytes, lang: str = "en") -> str:
     a = old.decode("utf-8", "replace").splitlines()
     b = new.decode("utf-8", "replace").splitlines()
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
-            return f"line {i + 1}: {x[:60]!r} became {y[:60]!r}"
-    return f"{len(a)} lines became {len(b)}"
+            return message("proof_line", lang, n=i + 1, old=repr(x[:60]), new=repr(y[:60]))
+    return message("proof_lines", lang, old=len(a), new=len(b))
 
 
 def _watch_engine(marker: str) -> None:
@@ -179,12 +182,12 @@ def _distributed() -> bool:
         return False
 
 
-def _last_error(output: str) -> str:
+def _last_error(output: str, lang: str = "en") -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     for line in reversed(lines):
         if "Error" in line or "Exception" in line:
             return line[:160]
-    return lines[-1][:160] if lines else "no output"
+    return lines[-1][:160] if lines else message("proof_no_output", lang)
 
 
 def child(spec_path: str) -> None:

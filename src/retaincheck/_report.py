@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from . import _suggest, _verdicts
-from ._messages import message
+from ._messages import check_lang, message, reused_by
 from ._sizes import human
 
 # The message id of each verdict's word in the readable report.
@@ -92,8 +92,15 @@ class CallRecord:
 
     @property
     def suggestion(self) -> str:
-        """One line saying what to do about this call."""
+        """One line saying what to do about this call, in English whatever the locale (it is
+        the JSON's ``suggestion`` field); [`suggestion_in`][retaincheck.CallRecord.suggestion_in]
+        gives it in Chinese."""
         return _suggest.suggestion(self)
+
+    def suggestion_in(self, lang: str) -> str:
+        """The suggestion in ``lang``: ``"en"`` (the same as ``suggestion``) or ``"zh"``; any
+        other value raises ``ValueError``."""
+        return _suggest.suggestion(self, check_lang(lang, "suggestion_in"))
 
     def to_dict(self) -> dict:
         """The record as plain JSON-ready data (the properties included; sizes in bytes)."""
@@ -182,6 +189,8 @@ class Report:
 
         It starts with an empty line, so that it stands apart from the script's own output."""
 
+        check_lang(lang, "format")
+
         def m(key, **values):
             return message(key, lang, **values)
 
@@ -204,7 +213,7 @@ class Report:
             if c.executions == 0:
                 verdict += m("why_raised")
             elif c.needed and c.reused_by:
-                verdict += m("why_walked", by=", ".join(c.reused_by))
+                verdict += m("why_walked", by=reused_by(c.reused_by, lang))
                 if c.executions > 1:
                     verdict += m("why_walked_runs", reused=c.reused_executions, runs=c.executions)
             elif c.verdict == _verdicts.COULD_NOT_TELL:
@@ -216,12 +225,13 @@ class Report:
                 verdict += m("why_not_walked")
             lines.append(m("verdict", verdict=verdict))
             if c.executions > 1:
-                lines.append(m("kept_runs", size=human(c.retained_bytes), peak=human(c.peak_bytes)))
+                lines.append(m("kept_runs", size=human(c.retained_bytes, lang),
+                                    peak=human(c.peak_bytes, lang)))
             else:
-                lines.append(m("kept", size=human(c.retained_bytes)))
+                lines.append(m("kept", size=human(c.retained_bytes, lang)))
             lines.append(m("suggest", text=_suggest.suggestion(c, lang)))
             lines.append("")
-        lines.append(m("total", size=human(self.total_retained_bytes)))
+        lines.append(m("total", size=human(self.total_retained_bytes, lang)))
         return "\n".join(lines) + "\n"
 
     def __str__(self) -> str:

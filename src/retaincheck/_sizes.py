@@ -93,10 +93,13 @@ def distinct_bytes(storage_lists) -> int:
     return sum(seen.values())
 
 
-def human(n: int) -> str:
-    """``"232 bytes"``, ``"3.5 KiB"``, ``"1.2 MiB"``: KiB and larger with one decimal."""
+def human(n: int, lang: str = "en") -> str:
+    """``"232 bytes"`` (``"232 字节"`` in Chinese), ``"3.5 KiB"``, ``"1.2 MiB"``: KiB and larger
+    with one decimal."""
     if n < 1024:
-        return f"{n} bytes"
+        from ._messages import message
+
+        return message("bytes", lang, n=n)
     value = float(n)
     for unit in ("KiB", "MiB", "GiB", "TiB"):
         value /= 1024

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import _verdicts as v
-from ._messages import message
+from ._messages import message, reused_by
 
 # Notes the audit leaves on a record (CallRecord.notes) about its reuses:
 OTHER_BACKWARD = "reused by another backward() line"
@@ -22,6 +22,8 @@ NOT_ROWS = "a reusing run of the same grad() line had other outputs, inputs or n
 def suggestion(record, lang: str = "en") -> str:
     """One line saying what to do about ``record``, in ``lang`` (``"en"`` or ``"zh"``)."""
     key, values = _suggestion_key(record)
+    if key == "s_walked_by":
+        values = {"by": reused_by(record.reused_by, lang)}
     return message(key, lang, **values)
 
 

@@ -80,9 +80,9 @@ def pytest_configure(config):
         config.pluginmanager.register(_Plugin(config), "retaincheck-auditor")
 
 
-def _human(n: int) -> str:
+def _human(n: int, lang: str = "en") -> str:
     if n < 1024:
-        return f"{n} bytes"
+        return message("bytes", lang, n=n)
     for unit in ("KiB", "MiB", "GiB"):
         n /= 1024
         if n < 1024 or unit == "GiB":
@@ -201,7 +201,7 @@ class _Plugin:
                             counts=n_tests))
             for site, found in unneeded.items():
                 tr.write_line(f"{site}  {found['code']}")
-                tr.write_line(m("p_kept", size=_human(found["bytes"])))
+                tr.write_line(m("p_kept", size=_human(found["bytes"], lang)))
                 for nodeid in found["unneeded_in"]:
                     tr.write_line(f"      {nodeid}")
             if self.fail:
