@@ -175,33 +175,43 @@ def test_a_reuse_after_the_main_code_returns_is_seen(name, tmp_path):
     assert "backward through the graph a second time" in plain.stderr
 
 
+IN_PROCESS_TWICE = """\
+import contextlib, io, sys, weakref
+from retaincheck.__main__ import main
+def torchs():
+    return sum(1 for info in weakref.finalize._registry.values()
+               if info.atexit and getattr(info.func, "__module__", None) == "torch.library")
+assert "torch" not in sys.modules
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    assert main([sys.argv[1]]) == 0
+import torch
+assert "NEEDED: walked again by" in out.getvalue(), out.getvalue()
+assert out.getvalue().count("atexit regrad ok True") == 1, out.getvalue()
+print("torch.library exit finalizers:", torchs(), "prims.sum:", hasattr(torch.ops.prims, "sum"))
+torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1).step()
+print("second step ok")
+"""
+
+
 def test_a_run_leaves_this_interpreters_own_exit_work_alone():
-    """main() run in this interpreter, as a program may call it (and the tests do): the script's
-    atexit handler still runs inside the audit, but the exit finalizers that existed before it,
-    torch's operator libraries among them, stay for this interpreter's exit. Had they run, torch's
-    prims operators would be gone, and the next optimizer step here would fail on importing
-    torch._dynamo ("'prims' object has no attribute 'sum'"), as a CI run on torch 2.14.1 did."""
-    import contextlib
-    import io
-    import weakref
+    """main() run inside a program (the tests do so): the script's atexit handler still runs in
+    the audit, but the exit finalizers that are the interpreter's own stay for its exit: torch's
+    operator libraries among them, even when the audit is what first imported torch. Had they
+    run, torch's prims operators would be gone, and the next optimizer step in this interpreter
+    would fail on importing torch._dynamo ("'prims' object has no attribute 'sum'"), as a CI
+    run on torch 2.14.1 did. A new interpreter, so that torch is not imported yet."""
+    import subprocess
+    import sys
 
-    import torch
-
-    from retaincheck.__main__ import main
-
-    def torchs_exit_finalizers():
-        return [f for f, info in weakref.finalize._registry.items()
-                if info.atexit and getattr(info.func, "__module__", None) == "torch.library"]
-
-    before = torchs_exit_finalizers()
-    assert before and hasattr(torch.ops.prims, "sum")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert main([str(CLI_FIXTURES / "atexit.py")]) == 0
-    assert out.getvalue().count("atexit regrad ok True") == 1  # the script's handler, once
-    assert hasattr(torch.ops.prims, "sum")
-    assert torchs_exit_finalizers() == before  # still to run at this interpreter's exit
-    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1).step()
+    proc = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS_TWICE, str(CLI_FIXTURES / "atexit.py")],
+        capture_output=True, text=True, timeout=180, cwd=ROOT, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    counts, step = proc.stdout.splitlines()
+    assert step == "second step ok"
+    assert counts.endswith("prims.sum: True") and int(counts.split()[3]) > 100, counts
 
 
 def test_json_stdout_holds_only_the_json_even_for_fd_writes_and_subprocesses():

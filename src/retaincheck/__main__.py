@@ -405,10 +405,12 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
 
     status, stopped = 0, None
     saved_main = sys.modules.get("__main__")
-    finalizers_before = _exit_finalizers()
     try:
         context = audit()
         with context as report:
+            # After the audit's start, which imports torch if nothing had: torch's finalizers are
+            # this interpreter's even when this run is the first to import it.
+            finalizers_before = _exit_finalizers()
             try:
                 context._session.files.add(_program_file(opts, code))
                 if opts.module is not None:
