@@ -196,7 +196,7 @@ def test_glossary_sort_keys():
     ]
 
 
-# A note number names whose note it is: 「示例的注 2」 (under the lesson) or 「验证代码的注 5」
+# A note number names whose note it is: 「示范代码的注 2」 (the lesson's, glossary: lesson) or 「验证代码的注 5」
 # (the proof's). A bare 「注 5」 sent readers to the wrong list (native review, 2026-12-04). Later
 # numbers of a range or list (「注 7 到注 10」, 「注 3 和注 4」) follow the first one.
 BARE_NOTE = re.compile(r"(?<![的到和、至])注 ?\d+")
@@ -207,7 +207,7 @@ def bare_note_references(text: str) -> list[str]:
 
 
 def test_bare_note_references_are_found():
-    text = "见验证代码的注 4；示例的注 1 和注 2；（注 3）；验证代码也验证过（注 7 到注 10）"
+    text = "见验证代码的注 4；示范代码的注 1 和注 2；（注 3）；验证代码也验证过（注 7 到注 10）"
     assert bare_note_references(text) == ["注 3", "注 7"]
 
 
@@ -215,7 +215,7 @@ def test_bare_note_references_are_found():
 def test_note_references_say_whose_note(md):
     text = md.read_text(encoding="utf-8")
     bare = [text[max(0, m.start() - 12) : m.end()] for m in BARE_NOTE.finditer(text)]
-    assert not bare, f"write 「示例的注 N」 or 「验证代码的注 N」: {bare}"
+    assert not bare, f"write 「示范代码的注 N」 or 「验证代码的注 N」: {bare}"
 
 
 # A paragraph of a Chinese page, quotes, code blocks and tables aside, is at most this many
