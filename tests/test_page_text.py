@@ -197,8 +197,9 @@ def test_glossary_sort_keys():
 
 
 # A note number names whose note it is: 「示范代码的注 2」 (the lesson's) or 「验证代码的注 5」
-# (the proof's; glossary: lesson, proof). A bare 「注 5」 sent readers to the wrong list (native review, 2026-12-04). Later
-# numbers of a range or list (「注 7 到注 10」, 「注 3 和注 4」) follow the first one.
+# (the proof's; glossary: lesson, proof). A bare 「注 5」 sent readers to the wrong list
+# (native review, 2026-12-04). Later numbers of a range or list (「注 7 到注 10」,
+# 「注 3 和注 4」) follow the first one.
 BARE_NOTE = re.compile(r"(?<![的到和、至])注 ?\d+")
 
 
