@@ -46,6 +46,8 @@ EXPECTED = {
     "saved_read_caught.py": (NEEDED, COULD_NOT_TELL, True),  # grad_fn._saved_* in try/except
     "exec_read.py": (NEEDED, COULD_NOT_TELL, True),  # F5: a node call in exec'd code
     "exec_clean.py": (NOT_NEEDED, NOT_NEEDED, True),  # F5: exec'd code that reads no graph
+    "gradient_edge_call.py": (NEEDED, COULD_NOT_TELL, True),  # rev27e N1: get_gradient_edge
+    "saved_name_in_pieces.py": (NEEDED, COULD_NOT_TELL, True),  # rev27e N3: "_sav" + "ed_result"
 }
 
 
@@ -145,7 +147,8 @@ def test_the_search_for_reads_is_what_makes_saved_read_safe(monkeypatch):
     where the flag is needed: the rule is what this test guards."""
     import retaincheck._reads as reads
 
-    monkeypatch.setattr(reads, reads.lines_reading_saved_tensors.__name__, lambda source: ())
+    monkeypatch.setattr(reads, reads.lines_reading_saved_tensors.__name__,
+                        lambda source, own=True: ())
     monkeypatch.setattr(reads, "_cache", {})
     _, report = run(FIXTURES / "saved_read.py", audited=True)
     assert report.calls[0].verdict == NOT_NEEDED

@@ -45,7 +45,17 @@ import re
 import sys
 import sysconfig
 
-_PREFILTER = re.compile(r"_saved|saved_tensors|saved_variables|grad_fn|next_functions")
+_PREFILTER = re.compile(
+    r"_saved|saved_tensors|saved_variables|grad_fn|next_functions|get_gradient_edge|"
+    r"GradientEdge|_get_grad_fn_or_grad_acc"
+)
+# In the program's own files (not installed packages, to keep the search cheap) a name may also
+# be put together from pieces: getattr(node, "_sav" + "ed_result").
+_PREFILTER_OWN = re.compile(_PREFILTER.pattern + r"|getattr|attrgetter")
+# Public ways to a node other than grad_fn/next_functions: torch/autograd/graph.py,
+# get_gradient_edge (and the GradientEdge it returns, whose .node is the C++ node) and
+# _get_grad_fn_or_grad_acc.
+_NODE_SOURCES = frozenset({"get_gradient_edge", "GradientEdge", "_get_grad_fn_or_grad_acc"})
 _CTX_NAMES = frozenset({"saved_tensors", "saved_variables", "_raw_saved_tensors"})
 _OWN_BACKWARD = frozenset({"backward", "jvp", "vjp", "backward_extended", "_backward"})
 _SAVED_TEXT = ("_saved", "saved_tensors", "saved_variables")
@@ -53,6 +63,7 @@ _SAVED_TEXT = ("_saved", "saved_tensors", "saved_variables")
 # attrgetter("grad_fn._saved_self"), "_saved_" + name); a file name or a sentence is not one.
 _ATTRIBUTE_TEXT = re.compile(r"[A-Za-z0-9_.]*(?<!\.py)")
 _NODE_ATTRS = frozenset({"grad_fn", "next_functions"})
+_GETTERS = frozenset({"getattr", "attrgetter"})
 _names: frozenset[str] | None = None
 _cache: dict[tuple[str, float, int], tuple[int, ...]] = {}
 
@@ -119,6 +130,7 @@ def _node_names(tree: ast.AST) -> set[str]:
         return any(
             (isinstance(n, ast.Attribute) and n.attr in _NODE_ATTRS)
             or (isinstance(n, ast.Name) and n.id in tainted)
+            or _names_a_node(n)
             for n in ast.walk(expr)
         )
 
@@ -136,9 +148,48 @@ def _node_names(tree: ast.AST) -> set[str]:
             return tainted
 
 
-def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
-    """Line numbers where the code reads a saved tensor outside a backward pass."""
-    if not _PREFILTER.search(source):
+def _folded(expr: ast.AST) -> str | None:
+    """The text of a string put together from literal pieces (``"_sav" + "ed_result"``,
+    ``f"{'_saved'}_self"``, ``"".join(["_saved", "_self"])``), else None."""
+    if isinstance(expr, ast.Constant):
+        return expr.value if isinstance(expr.value, str) else None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        left, right = _folded(expr.left), _folded(expr.right)
+        return None if left is None or right is None else left + right
+    if isinstance(expr, ast.JoinedStr):
+        parts = [_folded(v.value if isinstance(v, ast.FormattedValue) else v)
+                 for v in expr.values]
+        return None if None in parts else "".join(parts)
+    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr == "join" and len(expr.args) == 1
+            and isinstance(expr.args[0], (ast.List, ast.Tuple))):
+        sep = _folded(expr.func.value)
+        parts = [_folded(e) for e in expr.args[0].elts]
+        return None if sep is None or None in parts else sep.join(parts)
+    return None
+
+
+def _names_a_node(node: ast.AST) -> bool:
+    """``get_gradient_edge(t)`` and the like, or ``getattr(t, "grad" + "_fn")``: a value
+    that is (or holds) a graph node."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in _NODE_SOURCES:
+        return True
+    if name in _GETTERS:
+        for arg in node.args[1:2] if name == "getattr" else node.args:
+            text = _folded(arg)
+            if text is not None and any(part in _NODE_ATTRS for part in text.split(".")):
+                return True
+    return False
+
+
+def lines_reading_saved_tensors(source: str, own: bool = True) -> tuple[int, ...]:
+    """Line numbers where the code reads a saved tensor outside a backward pass; ``own``: the
+    program's own code, where names put together from pieces are looked for too."""
+    if not (_PREFILTER_OWN if own else _PREFILTER).search(source):
         return ()
     try:
         tree = ast.parse(source)
@@ -170,9 +221,9 @@ def lines_reading_saved_tensors(source: str) -> tuple[int, ...]:
                     found.add(child.lineno)
             elif isinstance(child, ast.Call) and _calls_a_node(child.func, node_names):
                 found.add(child.lineno)  # y.grad_fn(g): Node::operator() unpacks, no pre-hook
-            elif (isinstance(child, ast.Constant) and isinstance(child.value, str)
-                  and id(child) not in docstrings and not in_backward):
-                text = child.value
+            elif (isinstance(child, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call))
+                  and id(child) not in docstrings and not in_backward
+                  and (text := _folded(child)) is not None):
                 if text in names or (_ATTRIBUTE_TEXT.fullmatch(text) and
                                      any(t in text for t in _SAVED_TEXT)):
                     found.add(child.lineno)  # getattr(node, "_saved_" + name) and the like
@@ -188,11 +239,17 @@ def _calls_a_node(func: ast.AST, node_names: set[str] = frozenset()) -> bool:
     one."""
     if isinstance(func, ast.Attribute) and func.attr == "grad_fn":
         return True
+    if isinstance(func, ast.Attribute) and func.attr == "node" and any(
+        _names_a_node(n) or (isinstance(n, ast.Name) and n.id in node_names)
+        for n in ast.walk(func.value)
+    ):
+        return True  # get_gradient_edge(y).node(g), edge.node(g): the node itself
     if isinstance(func, ast.Attribute) and func.attr != "__call__":
         return False  # a method of the value (stack.pop(), node.name()): not the node itself
     return any(
         (isinstance(n, ast.Attribute) and n.attr in _NODE_ATTRS)
         or (isinstance(n, ast.Name) and n.id in node_names)
+        or _names_a_node(n)
         for n in ast.walk(func)
     )
 
@@ -210,7 +267,7 @@ def _lines_in_file(path: str, fixed: bool) -> tuple[int, ...]:
     if lines is None:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
-                lines = lines_reading_saved_tensors(f.read())
+                lines = lines_reading_saved_tensors(f.read(), own=not fixed)
         except OSError:
             lines = ()
         _cache[key] = lines
