@@ -61,6 +61,7 @@ def every_kind_of_record() -> Report:
     for i, kwargs in enumerate([
         dict(executions=0), dict(executions=2, history_leak=True, needed=True),
         dict(executions=1, unseen_reads=[f"a.py:{n}" for n in range(5)]),
+        dict(executions=1, unseen_calls=["a.py:7"]),
         dict(executions=1, run_completed=False), dict(executions=1),
         dict(executions=1, create_graph=True), dict(executions=1, needed=True, create_graph=True),
         *[dict(executions=3, reused_executions=2, needed=True, notes=n, reused_by=["a.py:9"])
@@ -177,14 +178,14 @@ def test_fix_errors_and_a_refuted_site_in_chinese():
         2, "", "retaincheck: error: --write 只能和 --fix 一起用\n"
     )
     assert run("--lang", "en", "--skip-proof", "x.py") == (
-        2, "", "retaincheck: error: --skip-proof only goes with --fix\n"
+        2, "", "retaincheck: error: --skip-proof only goes with --fix or --fail-on-unneeded\n"
     )
     record = CallRecord(file="a.py", line=1, function="<module>", code="y.backward()",
                         kind="backward", executions=1, needed=True,
                         reused_by=[_messages.message("by_rerun_many", n=2)])
     assert record.to_dict()["reused_by"] == [
-        "the --fix rerun without all 2 retain_graph=True, which failed"
+        "a rerun without all 2 retain_graph=True, which failed"
     ]
     chinese = Report(calls=[record]).format("zh")
-    assert "再次遍历这张计算图的是 --fix 去掉全部 2 处 retain_graph=True 后的重新运行" in chinese
+    assert "再次遍历这张计算图的是去掉全部 2 处 retain_graph=True 后的重新运行" in chinese
     assert [line for line in chinese.splitlines() if english_runs(line)] == []

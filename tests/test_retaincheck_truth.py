@@ -48,6 +48,8 @@ EXPECTED = {
     "exec_clean.py": (NOT_NEEDED, NOT_NEEDED, True),  # F5: exec'd code that reads no graph
     "gradient_edge_call.py": (NEEDED, COULD_NOT_TELL, True),  # rev27e N1: get_gradient_edge
     "saved_name_in_pieces.py": (NEEDED, COULD_NOT_TELL, True),  # rev27e N3: "_sav" + "ed_result"
+    # rev27e F3: a second backward() behind `if step % 50 == 0` that a five-step run never takes
+    "periodic_second_backward.py": (NOT_NEEDED, COULD_NOT_TELL, True),
 }
 
 
@@ -88,9 +90,15 @@ def test_verdict_and_label_match_the_truth(name):
     if want_verdict == LEAK:
         assert call.history_leak and "h = h.detach()" in call.suggestion
         assert f"NEEDED ONLY BECAUSE HISTORY LEAKS: walked again by {call.site}" in report.format()
-    if want_verdict == COULD_NOT_TELL:
+    lines = path.read_text().splitlines()
+    untaken = [f"{call.file}:{i}" for i, text in enumerate(lines, 1) if text.endswith("# untaken")]
+    assert call.unseen_calls == untaken
+    if untaken:
+        assert "but the backward()/grad() call at " + ", ".join(untaken) + " (same function) " \
+               "never ran" in report.format()
+        assert call.to_dict()["unseen_calls"] == untaken
+    elif want_verdict == COULD_NOT_TELL:
         # the line after the site, or the lines marked "# read" / "(read)" / "# exec'd read"
-        lines = path.read_text().splitlines()
         marked = [i for i, text in enumerate(lines, 1)
                   if text.endswith(("# read", "(read)", "# exec'd read"))] or [call.line + 1]
         reads = [f"{call.file}:{i}" + (" (exec'd code)" if lines[i - 1].endswith("exec'd read")

@@ -39,6 +39,7 @@ exit status:
        N for sys.exit(N); the report is printed but its verdicts are not final
   2    bad input: unknown option, missing script or module, a file that is not Python
   6    --fail-on-unneeded only: the program completed and a retain_graph=True is not needed
+       (proven by a rerun without it, unless --skip-proof or under torchrun)
   130  interrupted (Ctrl-C); the report shows what was recorded until then
 """
 
@@ -60,15 +61,17 @@ options:
                       torchrun (WORLD_SIZE > 1) each rank writes PATH with .rank<N> inserted
                       before the suffix (report.json -> report.rank1.json)
   --fail-on-unneeded  exit with status 6 when the run completed and a retain_graph=True
-                      is not needed (for CI)
+                      is not needed (for CI); before it does, the program is rerun
+                      without those flags, as --fix proves a change, and a site whose
+                      rerun fails is needed (--skip-proof skips the rerun)
   --fix               show, as a unified diff, the removal of every retain_graph=True that
                       a completed run proved not needed, and why each other site is kept;
                       then prove it: rerun the program (same arguments, working directory
                       and environment) with the removals applied and say whether it
                       completed as the audited run did; changes nothing
   --write             with --fix: write the changes to the files, only if proven
-  --skip-proof        with --fix: do not rerun the program to prove the changes (a run too
-                      long to repeat); the changes are then marked "unproven"
+  --skip-proof        with --fix or --fail-on-unneeded: do not rerun the program to prove
+                      the changes (a run too long to repeat); they are marked "unproven"
   --lang=LANG         the language of the readable report and of --fix's plan: en or zh
                       (also --lang LANG). Default: $RETAINCHECK_LANG if set, else zh
                       when the locale ($LC_ALL, $LC_MESSAGES, $LANG: the first one set)
@@ -164,7 +167,7 @@ def _parse(argv: list[str]) -> Options | int:
         raise BadInput("give either --json (to standard output) or --json=PATH, not both")
     if opts.write and not opts.fix:
         raise BadInput(message("e_write", opts.lang))
-    if opts.skip_proof and not opts.fix:
+    if opts.skip_proof and not (opts.fix or opts.fail_on_unneeded):
         raise BadInput(message("e_skip_proof", opts.lang))
     return opts
 
@@ -556,7 +559,8 @@ def main(argv: list[str] | None = None) -> int:
         real_stdout = os.dup(1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-    tee = _Tee() if opts.fix and not opts.skip_proof else None
+    proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
+    tee = _Tee() if proving else None
     try:
         report, status, stopped = _run_program(opts, code)
     finally:
@@ -596,6 +600,18 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
                           printed)
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
                     program=program, skip_proof=opts.skip_proof, lang=opts.lang)
+    gate_proof = None
+    if opts.fail_on_unneeded and not opts.fix and completed and status == 0 and _unneeded(report):
+        # The gate's 6 tells a team to delete the flag: like --fix, it first reruns the
+        # program without it (nothing written), and a failed rerun makes the site needed.
+        from ._fix import prove_unneeded
+        from ._proof import Program
+
+        program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
+                          printed)
+        gate_proof = prove_unneeded(report, completed, status, dirs=[start_dir],
+                                    program=program, skip_proof=opts.skip_proof,
+                                    lang=opts.lang)
     data = None
     if opts.json or opts.json_path:
         data = report.to_dict()
@@ -614,6 +630,8 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
     _emit(sys.stdout, text)
     if fixes is not None:
         _emit(sys.stderr if opts.json else sys.stdout, fixes)
+    if gate_proof is not None:
+        print(gate_proof, file=sys.stderr)
     if opts.fail_on_unneeded and (status != 0 or not completed):
         print(message("gate_incomplete", opts.lang, status=status), file=sys.stderr)
     if status != 0:

@@ -84,8 +84,10 @@ class audit:
             _ACTIVE.append(self._session)
         import sys
 
-        caller = sys._getframe(1).f_code.co_filename  # the code that runs the block
+        frame = sys._getframe(1)
+        caller = frame.f_code.co_filename  # the code that runs the block
         self._session.files.add(caller)
+        self._session.block = (caller, frame.f_lineno)  # calls after the block are not seen
         self._session.modules_before = set(sys.modules)
         try:
             self._session.install()
@@ -102,6 +104,7 @@ class audit:
             report = session.report
             report.calls.sort(key=lambda c: (c.file, c.line))
             _mark_unseen_reads(session)
+            _mark_untaken_calls(session)
             if exc_type is not None:
                 report.mark_stopped(exc if exc is not None else exc_type())
         finally:
@@ -123,3 +126,24 @@ def _mark_unseen_reads(session: Session) -> None:
     reads = reads_in(files, session.modules_before) + session.dynamic_reads
     for record in open_sites:
         record.unseen_reads = list(reads)
+
+
+def _mark_untaken_calls(session: Session) -> None:
+    """Sites nothing reused become "could not tell: kept" when a ``backward()``/``grad()``
+    call in the same function did not run (``_reads.untaken_calls``): a verdict covers only
+    the paths the run took, and this one may walk the graph on a path it did not take."""
+    open_sites = [c for c in session.report.calls
+                  if not c.needed and not c.history_leak and c.executions]
+    if not open_sites:
+        return
+    from ._reads import untaken_calls
+
+    files = {site[0]: site[3] for site in session.sites.values()}
+    for record in open_sites:
+        filename = files.get((record.file, record.line))
+        if filename:
+            record.unseen_calls = [
+                f"{record.file}:{line}"
+                for line in untaken_calls(filename, record.line, session.ran_lines,
+                                          session.block)
+            ]

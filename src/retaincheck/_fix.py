@@ -57,6 +57,9 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     reads = getattr(record, "unseen_reads", None)
     if reads:
         return m("k_could_not_tell", read=reads[0])
+    untaken = getattr(record, "unseen_calls", None)
+    if untaken:
+        return m("k_untaken", call=untaken[0])
     if getattr(record, "history_leak", False):
         return m("k_leak")
     if getattr(record, "create_graph", False):
@@ -228,12 +231,8 @@ def _refuted(record, changed: int) -> None:
     ]
 
 
-def fix(report, completed: bool, status: int = 0, *, write: bool = False,
-        dirs: list[str] | None = None, program=None, skip_proof: bool = False,
-        lang: str = "en") -> str:
-    """Plan, prove (rerun ``program``, a ``_proof.Program``, with the changes) and with
-    ``write`` apply the removals; the text ``--fix`` prints, in ``lang``. Without a
-    ``program`` or with ``skip_proof`` the changes are "unproven"."""
+def _plan(report, completed: bool, status: int, dirs, lang: str):
+    """(sites, diffs, number of changes, edits: real path -> (new source, its sites))."""
     def msg(key, **values):
         return message(key, lang, **values)
 
@@ -264,20 +263,55 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
         if new != old:
             diffs.append(_diff(old, new, file_sites[0].record.file))
             edits[path] = (new, [s for s in file_sites if s.reason is None])
+    return sites, diffs, changed, edits
+
+
+def _prove(edits: dict, changed: int, program, lang: str):
+    """Rerun ``program`` with the edits; a failed proof turns each changed site to needed."""
+    from ._proof import prove
+
+    proof = prove({path: new for path, (new, _) in edits.items()}, program, lang)
+    if not proof.proven:
+        for _, changed_sites in edits.values():
+            for site in changed_sites:
+                _refuted(site.record, changed)
+                site.reason = message("k_refuted_one", lang) if changed == 1 else message(
+                    "k_refuted_many", lang, n=changed)
+    return proof
+
+
+def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_proof: bool,
+                   lang: str = "en") -> str | None:
+    """For ``--fail-on-unneeded`` without ``--fix``: prove the "not needed" verdicts as
+    ``--fix`` would (a rerun with the flags removed, nothing written) before the gate answers;
+    a failed proof turns those sites to needed. The one line to print, or None when no site
+    could be changed."""
+    _, _, changed, edits = _plan(report, completed, status, dirs, lang)
+    if not edits:
+        return None
+    if skip_proof or program is None:
+        return message("gate_skipped", lang)
+    proof = _prove(edits, changed, program, lang)
+    how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
+    return message("gate_proof_one" if changed == 1 else "gate_proof_many", lang, n=changed,
+                   how=how)
+
+
+def fix(report, completed: bool, status: int = 0, *, write: bool = False,
+        dirs: list[str] | None = None, program=None, skip_proof: bool = False,
+        lang: str = "en") -> str:
+    """Plan, prove (rerun ``program``, a ``_proof.Program``, with the changes) and with
+    ``write`` apply the removals; the text ``--fix`` prints, in ``lang``. Without a
+    ``program`` or with ``skip_proof`` the changes are "unproven"."""
+    def msg(key, **values):
+        return message(key, lang, **values)
+
+    sites, diffs, changed, edits = _plan(report, completed, status, dirs, lang)
     if not sites:
         return msg("f_nothing_to_fix") + "\n"
     proof = None
     if edits and program is not None and not skip_proof:
-        from ._proof import prove
-
-        proof = prove({path: new for path, (new, _) in edits.items()}, program, lang)
-        if not proof.proven:
-            for _, changed_sites in edits.values():
-                for site in changed_sites:
-                    _refuted(site.record, changed)
-                    site.reason = (
-                        msg("k_refuted_one") if changed == 1 else msg("k_refuted_many", n=changed)
-                    )
+        proof = _prove(edits, changed, program, lang)
     if write and (proof is None or proof.proven):
         for path, (new, _) in edits.items():
             tmp = f"{path}.retaincheck-tmp"

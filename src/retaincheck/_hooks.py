@@ -170,6 +170,10 @@ class Session:
         # "file:line (exec'd code)" for code with no file that may read saved tensors
         self.dynamic_reads: list[str] = []
         self.compiled_clean: bool | None = None  # the strings compiled since the last exec
+        # (file name, line) of every user frame on the stack of a backward()/grad() call: a
+        # call in a site's function whose lines are not here did not run (_untaken)
+        self.ran_lines: set[tuple[str, int]] = set()
+        self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
 
     def dynamic_code(self, event, args, frame):
         """An ``exec``/``eval``/``compile`` called by the program's own code or an installed
@@ -409,6 +413,8 @@ class Session:
             key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
         record = None
         retaining = explicit and user
+        if frame is not None:
+            self.ran_lines.update((name, line) for name, line, _ in self.chain(frame))
         if retaining:
             record = self.records.get(key)
             if record is None:

@@ -186,8 +186,8 @@ EN: dict[str, str] = {
     "here (please report it)",
     "k_refuted_many": "kept: the rerun with all {n} changes failed",
     # who walked a refuted site's graph again (CallRecord.reused_by; the JSON keeps the English)
-    "by_rerun_one": "the --fix rerun without retain_graph=True, which failed",
-    "by_rerun_many": "the --fix rerun without all {n} retain_graph=True, which failed",
+    "by_rerun_one": "a rerun without retain_graph=True, which failed",
+    "by_rerun_many": "a rerun without all {n} retain_graph=True, which failed",
     # the proof's result (_proof.prove)
     "proof_distributed": "a rank of a distributed run (WORLD_SIZE > 1) cannot be rerun alone",
     "proof_no_start": "the rerun could not start ({error})",
@@ -202,7 +202,7 @@ EN: dict[str, str] = {
     "proof_ok": "a rerun with the changes exited {status} as the audited run did ({seconds} s)",
     # command-line errors of --fix (printed after "retaincheck: error: ")
     "e_write": "--write only goes with --fix",
-    "e_skip_proof": "--skip-proof only goes with --fix",
+    "e_skip_proof": "--skip-proof only goes with --fix or --fail-on-unneeded",
 }
 
 ZH: dict[str, str] = {
@@ -216,7 +216,7 @@ ZH: dict[str, str] = {
     "ran_times": "{site}  {code}  （运行 {n} 次）",
     "verdict": "    结论：{verdict}",
     "why_raised": "：调用抛出了异常，它的计算图无从判断",
-    "why_walked": "：再次遍历这张计算图的是 {by}",
+    "why_walked": "：再次遍历这张计算图的是{by}",
     "why_walked_runs": "（{runs} 次运行中有 {reused} 次被再次使用）",
     "why_unseen": "：之后没有 backward() 或 grad() 遍历这张计算图，但 {reads} 处的代码"
     "可能读取保存张量",
@@ -281,7 +281,7 @@ ZH: dict[str, str] = {
     "s_all_inputs": "保留；或者一次调用对所有输入求梯度：torch.autograd.grad(outputs, "
     "[input_1, input_2, ...])",
     "s_self_grad": "保留：这一行 grad() 之后的运行沿同一张计算图求梯度",
-    "s_walked_by": "保留：再次遍历这张计算图的是 {by}",
+    "s_walked_by": "保留：再次遍历这张计算图的是{by}",
     "bytes": "{n} 字节",
     "f_nothing_to_fix": "retaincheck --fix：无需修改（没有调用使用 retain_graph=True）",
     "f_nothing_to_change": "retaincheck --fix：没有可改的地方",
@@ -307,8 +307,8 @@ ZH: dict[str, str] = {
     "k_incomplete_status": "不改：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
     "k_incomplete_stopped": "不改：程序没有运行完（提前停止），所有结论都不是最终结论",
     "k_raised": "不改：未完成（这个位置的每次调用都抛出了异常）",
-    "k_needed": "不改：需要（再次遍历计算图的是 {by}）",
-    "k_needed_runs": "不改：需要（{runs} 次运行中有 {reused} 次被再次遍历，来自 {by}）",
+    "k_needed": "不改：需要（再次遍历计算图的是{by}）",
+    "k_needed_runs": "不改：需要（{runs} 次运行中有 {reused} 次被再次遍历，来自{by}）",
     "k_could_not_tell": "不改：无法判断（{read} 处的代码可能读取保存张量）",
     "k_leak": "不改：需要，只因历史泄漏（先把带入下一轮迭代的状态分离出来）",
     "k_create": "不改：create_graph=True 本身就会保留计算图（retain_graph 的默认值就是 "
@@ -330,8 +330,8 @@ ZH: dict[str, str] = {
     "k_refuted_one": "不改：去掉 retain_graph=True 后重新运行失败，说明这里的结论错了"
     "（请报告这个问题）",
     "k_refuted_many": "不改：应用全部 {n} 处改动后重新运行失败",
-    "by_rerun_one": "--fix 去掉 retain_graph=True 后的重新运行（它失败了）",
-    "by_rerun_many": "--fix 去掉全部 {n} 处 retain_graph=True 后的重新运行（它失败了）",
+    "by_rerun_one": "去掉 retain_graph=True 后的重新运行（它失败了）",
+    "by_rerun_many": "去掉全部 {n} 处 retain_graph=True 后的重新运行（它失败了）",
     "proof_distributed": "分布式运行（WORLD_SIZE > 1）中的单个进程无法单独重新运行",
     "proof_no_start": "无法启动重新运行（{error}）",
     "proof_failed": "重新运行失败（退出状态 {status}）：{error}",
@@ -343,8 +343,42 @@ ZH: dict[str, str] = {
     "proof_no_output": "没有输出",
     "proof_ok": "应用改动后重新运行，与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
     "e_write": "--write 只能和 --fix 一起用",
-    "e_skip_proof": "--skip-proof 只能和 --fix 一起用",
+    "e_skip_proof": "--skip-proof 只能和 --fix 或 --fail-on-unneeded 一起用",
 }
+
+# The gate's proof (--fail-on-unneeded without --fix), calls that did not run, forked children.
+EN.update({
+    "gate_proof_one": "retaincheck: checked without that 1 retain_graph=True (nothing written): "
+    "{how}",
+    "gate_proof_many": "retaincheck: checked without those {n} retain_graph=True (nothing "
+    "written): {how}",
+    "gate_skipped": "retaincheck: --skip-proof: the program was not rerun without the flag, so "
+    "the verdict is unproven",
+    "why_untaken": ": no later backward() or grad() walked this graph in this run, but the "
+    "backward()/grad() call at {calls} (same function) never ran; on another path it may walk "
+    "this graph",
+    "k_untaken": "kept: could not tell ({call} in the same function did not run in this run)",
+    "s_untaken": "keep it, or run the program with arguments that reach {call} (a backward() or "
+    "grad() next to this one that did not run) and check again",
+    "by_child": "a forked child process",
+    "child_alive": "a forked child process still running (pid {pid})",
+    "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
+    "freed-graph errors it catches",
+})
+ZH.update({
+    "gate_proof_one": "retaincheck：去掉这 1 处 retain_graph=True 做了核对（没有写入文件）。{how}",
+    "gate_proof_many": "retaincheck：去掉这 {n} 处 retain_graph=True 做了核对（没有写入文件）。"
+    "{how}",
+    "gate_skipped": "retaincheck：用了 --skip-proof，没有去掉这个参数重新运行，结论未经验证",
+    "why_untaken": "：本次运行中，之后没有 backward() 或 grad() 遍历这张计算图，但同一函数里 "
+    "{calls} 处的 backward()/grad() 调用一次也没有执行；换一条执行路径，它就可能遍历这张图",
+    "k_untaken": "不改：无法判断（同一函数里的 {call} 这次没有执行）",
+    "s_untaken": "先不改；或者换一组能执行到 {call} 的参数运行程序（它是这次调用旁边没有执行的 "
+    "backward() 或 grad()），再检查一次",
+    "by_child": "fork 出来的子进程",
+    "child_alive": "仍在运行的 fork 子进程（pid {pid}）",
+    "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
+})
 
 CATALOGS = {"en": EN, "zh": ZH}
 
@@ -376,4 +410,7 @@ def reused_by(entries: list[str], lang: str = "en") -> str:
         elif many:
             entry = message("by_rerun_many", lang, n=many.group(1))
         shown.append(entry)
-    return ", ".join(shown)
+    text = ", ".join(shown)
+    if lang == "zh" and text[:1].isascii():
+        text = " " + text  # a space between hanzi and Latin text (file:line), none before hanzi
+    return text

@@ -334,3 +334,74 @@ def reads_in(filenames, before=None) -> list[str]:
 def _shown(path: str) -> str:
     cwd = os.getcwd()
     return os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path
+
+
+_trees: dict[tuple[str, float, int], ast.AST | None] = {}
+
+
+def _tree(path: str) -> ast.AST | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    key = (path, stat.st_mtime, stat.st_size)
+    if key not in _trees:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                _trees[key] = ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            _trees[key] = None
+    return _trees[key]
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _walks_a_graph(call: ast.Call) -> bool:
+    """A call that may start a backward pass: ``.backward(...)``, ``backward(...)``,
+    ``grad(...)`` (``torch.autograd.grad``, a name imported from it), or a wrapper named
+    ``..._backward`` (``manual_backward``)."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("backward", "grad") or name.endswith("_backward")
+
+
+def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
+                  block: tuple[str, int] | None = None) -> list[int]:
+    """Lines of the ``backward()``/``grad()`` calls in the same function as the call at
+    ``line`` (or at the top level of the file, when it is there; nested functions and classes
+    are other functions) that no backward pass of this run came from: none of their lines is
+    in ``ran``, the ``(file, line)`` of each frame on the stack of every call the audit saw.
+    ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; in that file
+    only the calls inside its block count (what runs after it is not audited)."""
+    tree = _tree(path)
+    if tree is None:
+        return []
+    low, high = 0, float("inf")
+    if block is not None and block[0] == path:
+        with_node = next((n for n in ast.walk(tree) if isinstance(n, (ast.With, ast.AsyncWith))
+                          and n.lineno <= block[1] <= (n.end_lineno or n.lineno)
+                          and n.body and block[1] < n.body[0].lineno), None)
+        if with_node is not None:
+            low, high = with_node.lineno, with_node.end_lineno or with_node.lineno
+    scope = tree
+    while True:  # the innermost function (or class body) holding the line
+        inner = next((n for n in ast.walk(scope) if n is not scope and isinstance(n, _SCOPES)
+                      and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        if inner is None:
+            break
+        scope = inner
+    found = []
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _SCOPES):
+            continue  # another function's calls run only when it is called
+        todo.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Call) and _walks_a_graph(node) and low <= node.lineno <= high:
+            lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            if line in lines:
+                continue  # the site itself
+            if not any((path, n) in ran for n in lines):
+                found.append(node.lineno)
+    return sorted(set(found))

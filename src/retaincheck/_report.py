@@ -73,6 +73,10 @@ class CallRecord:
     """``file:line`` of code that reads saved tensors outside a backward pass
     (``grad_fn._saved_result``, ``ctx.saved_tensors``): the audit cannot see which graph it
     read, so a site nothing else reused is ``"could not tell: kept"``, never ``"not needed"``."""
+    unseen_calls: list[str] = field(default_factory=list)
+    """``file:line`` of a ``backward()``/``grad()`` call in the same function as this one that
+    did not run in this run (a branch not taken: ``if step % 50 == 0``): it may walk the graph
+    on another path, so a site nothing else reused is ``"could not tell: kept"``."""
     notes: set[str] = field(default_factory=set, repr=False)
     """How the graph was reused (by another line, by the same line, after an optimizer step,
     ...): what the suggestion is fitted to."""
@@ -120,6 +124,7 @@ class CallRecord:
             "create_graph": self.create_graph,
             "reused_by": list(self.reused_by),
             "unseen_reads": list(self.unseen_reads),
+            "unseen_calls": list(self.unseen_calls),
             "suggestion": self.suggestion,
         }
 
@@ -216,10 +221,14 @@ class Report:
                 verdict += m("why_walked", by=reused_by(c.reused_by, lang))
                 if c.executions > 1:
                     verdict += m("why_walked_runs", reused=c.reused_executions, runs=c.executions)
-            elif c.verdict == _verdicts.COULD_NOT_TELL:
+            elif c.verdict == _verdicts.COULD_NOT_TELL and c.unseen_reads:
                 verdict += m("why_unseen", reads=", ".join(c.unseen_reads[:3]))
                 if len(c.unseen_reads) > 3:
                     verdict += m("why_unseen_more", more=len(c.unseen_reads) - 3)
+            elif c.verdict == _verdicts.COULD_NOT_TELL:
+                verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
+                if len(c.unseen_calls) > 3:
+                    verdict += m("why_unseen_more", more=len(c.unseen_calls) - 3)
             elif not c.needed:
                 # The verdict covers only the paths this run took (issue 27 F3).
                 verdict += m("why_not_walked")

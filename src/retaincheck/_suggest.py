@@ -35,8 +35,10 @@ def _suggestion_key(record) -> tuple[str, dict]:
         return "s_did_not_complete", {}
     if verdict == v.LEAK:
         return "s_leak", {}
-    if verdict == v.COULD_NOT_TELL:
+    if verdict == v.COULD_NOT_TELL and record.unseen_reads:
         return "s_could_not_tell", {"read": record.unseen_reads[0]}
+    if verdict == v.COULD_NOT_TELL:
+        return "s_untaken", {"call": record.unseen_calls[0]}
     if verdict == v.NOT_NEEDED_SO_FAR:
         return "s_so_far", {}
     if verdict == v.NOT_NEEDED:

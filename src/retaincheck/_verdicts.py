@@ -15,7 +15,8 @@
   running value carried across iterations without ``detach()``.
 * **could not tell: kept**: no later pass reused it, but the program reads saved tensors
   outside a backward pass (``grad_fn._saved_result``, ``ctx.saved_tensors``; see ``_reads``),
-  where the audit cannot see which graph is read: keep the flag.
+  where the audit cannot see which graph is read, or a ``backward()``/``grad()`` call in the
+  same function as the site did not run (a branch this run did not take): keep the flag.
 * **not needed**: nothing reused it, and the audited run completed.
 * **not needed so far (run stopped early)**: nothing reused it, but the run stopped early
   (an exception, ``KeyboardInterrupt``, ``SystemExit`` with a non-zero code), so a reuse
@@ -42,7 +43,9 @@ def verdict(record) -> str:
         return NEEDED
     if record.unseen_reads:
         return COULD_NOT_TELL
-    return NOT_NEEDED if record.run_completed else NOT_NEEDED_SO_FAR
+    if not record.run_completed:
+        return NOT_NEEDED_SO_FAR
+    return COULD_NOT_TELL if getattr(record, "unseen_calls", None) else NOT_NEEDED
 
 
 def stopped_by(exc_type, exc) -> str | None:
