@@ -8,6 +8,8 @@ PyTorch's "backward through the graph a second time" error.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -539,3 +541,52 @@ def test_one_gradient_per_class_through_one_output_is_not_told_to_sum():
     assert call.verdict == "needed"
     assert "sum the losses" not in call.suggestion and "detach" not in call.suggestion
     assert "is_grads_batched=True" in call.suggestion
+
+
+def _backward_in_child(loss):
+    """A forked child's target: 0 when its backward() walked the graph, 3 when it was freed."""
+    try:
+        loss.backward()
+    except RuntimeError as exc:
+        os._exit(3 if "backward through the graph a second time" in str(exc) else 4)
+    os._exit(0)
+
+
+def test_a_reuse_in_a_forked_child_makes_the_site_needed():
+    """rev27e N2: the child's hooks record in the child's memory; they tell the parent through
+    a file, so the reuse is seen. The truth: without the flag the child's backward() fails."""
+    fork = multiprocessing.get_context("fork")
+    codes = []
+    for retain in (True, False):
+        with retaincheck.audit() as report:
+            x = torch.ones(4, requires_grad=True)
+            loss = x.exp().sum()
+            loss.backward(retain_graph=retain)
+            child = fork.Process(target=_backward_in_child, args=(loss,))
+            child.start()
+            child.join(timeout=60)
+            codes.append(child.exitcode)
+        if retain:
+            (call,) = report.calls
+            assert (call.verdict, call.reused_by) == ("needed", ["a forked child process"])
+    assert codes == [0, 3]
+
+
+def test_a_forked_child_still_running_at_the_end_means_could_not_tell():
+    read, write = os.pipe()
+    with retaincheck.audit() as report:
+        x = torch.ones(4, requires_grad=True)
+        loss = x.exp().sum()
+        loss.backward(retain_graph=True)
+        pid = os.fork()
+        if pid == 0:  # waits until the parent closes the pipe, then leaves without cleanup
+            os.close(write)
+            os.read(read, 1)
+            os._exit(0)
+    os.close(read)
+    os.close(write)
+    os.waitpid(pid, 0)
+    (call,) = report.calls
+    assert (call.verdict, call.running_children) == ("could not tell: kept", [pid])
+    assert f"a child process forked during the run (pid {pid}) was still running" in \
+        report.format()

@@ -103,6 +103,7 @@ class audit:
             session.uninstall()
             report = session.report
             report.calls.sort(key=lambda c: (c.file, c.line))
+            _mark_forked_children(session)
             _mark_unseen_reads(session)
             _mark_untaken_calls(session)
             if exc_type is not None:
@@ -147,3 +148,23 @@ def _mark_untaken_calls(session: Session) -> None:
                 for line in untaken_calls(filename, record.line, session.ran_lines,
                                           session.block)
             ]
+
+
+def _mark_forked_children(session: Session) -> None:
+    """A reuse in a child process forked during the audit makes its site needed; a forked
+    child still running at the end may yet reuse any graph: each open site is then "could not
+    tell: kept"."""
+    if session.in_child:
+        return  # a forked child reports only what it saw itself
+    from ._messages import message
+
+    reused, running = session.children()
+    for record in session.report.calls:
+        if (record.file, record.line) in reused:
+            record.needed = True
+            record.reused_executions = max(record.reused_executions, 1)
+            if message("by_child") not in record.reused_by:
+                record.reused_by.append(message("by_child"))  # English, as the JSON is
+    for record in session.report.calls:
+        if running and not record.needed and not record.history_leak:
+            record.running_children = list(running)

@@ -57,6 +57,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     reads = getattr(record, "unseen_reads", None)
     if reads:
         return m("k_could_not_tell", read=reads[0])
+    if getattr(record, "running_children", None):
+        return m("k_child", pids=", ".join(map(str, record.running_children)))
     untaken = getattr(record, "unseen_calls", None)
     if untaken:
         return m("k_untaken", call=untaken[0])

@@ -54,6 +54,57 @@ def _audit_event(event, args):
         pass
 
 
+# A forked child process (os.fork, multiprocessing's "fork" start method) inherits the graph
+# and its hooks, but what they record stays in the child's memory: there the hooks append each
+# reuse to a file the parent reads at the end (Session.children). A fork hook cannot be
+# removed either: one per process, doing nothing unless an audit is on.
+# The child sends its pid back through a pipe before the parent goes on, so that a child
+# still running at the end is known however soon the end comes.
+_FORK_HOOK: list = []
+_FORK_PIPE: list = []
+
+
+def _before_fork():
+    if _AUDITED and not _AUDITED[0].in_child:
+        try:
+            _FORK_PIPE[:] = os.pipe()
+        except OSError:
+            _FORK_PIPE.clear()
+
+
+def _after_fork_in_child():
+    if not _AUDITED:
+        return
+    _AUDITED[0].in_child = True
+    if _FORK_PIPE:
+        read, write = _FORK_PIPE
+        _FORK_PIPE.clear()
+        try:
+            os.close(read)
+            os.write(write, str(os.getpid()).encode())
+            os.close(write)
+        except OSError:
+            pass
+
+
+def _after_fork_in_parent():
+    if not _FORK_PIPE:
+        return
+    read, write = _FORK_PIPE
+    _FORK_PIPE.clear()
+    try:
+        import select
+
+        os.close(write)
+        if select.select([read], [], [], 5.0)[0]:
+            pid = os.read(read, 32)
+            if pid.isdigit() and _AUDITED:
+                _AUDITED[0].forked.append(int(pid))
+        os.close(read)
+    except OSError:
+        pass
+
+
 _BACKWARD_POS = ("tensors", "grad_tensors", "retain_graph", "create_graph")
 _GRAD_POS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph")
 
@@ -78,6 +129,8 @@ class _Tag:
 
     def __call__(self, grad_outputs):  # the pre-hook; returns None, so grads are untouched
         try:
+            if self.session.in_child and self.keepers:
+                self.session.tell_parent(self.keepers)  # a reuse in a forked child
             stack = self.session.stack
             call = stack[-1] if stack else None
             prev = self.last
@@ -174,6 +227,12 @@ class Session:
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
+        self.in_child = False  # this process is a child forked during the audit
+        self.forked: list[int] = []  # the pids of the children forked during the audit
+        import tempfile
+
+        self.fork_log = os.path.join(  # where forked children write their reuses
+            tempfile.gettempdir(), f"retaincheck-fork-{os.getpid()}-{id(self):x}.log")
 
     def dynamic_code(self, event, args, frame):
         """An ``exec``/``eval``/``compile`` called by the program's own code or an installed
@@ -209,7 +268,34 @@ class Session:
                 self.dynamic_reads.append(where)
 
     # -- patching ---------------------------------------------------------------------------
+    def tell_parent(self, records) -> None:
+        """In a forked child: these records' retained graph was walked again here."""
+        try:
+            with open(self.fork_log, "a", encoding="utf-8") as f:
+                f.write("".join(f"site\t{r.file}\t{r.line}\n" for r in records))
+        except OSError:
+            pass
+
+    def children(self) -> tuple[set, list[int]]:
+        """In the parent, at the end: ({(file, line) reused in a forked child}, [pids of
+        forked children still running]); the log is removed."""
+        reused = set()
+        try:
+            with open(self.fork_log, encoding="utf-8") as f:
+                rows = [line.rstrip("\n").split("\t") for line in f]
+            os.remove(self.fork_log)
+        except OSError:
+            rows = []
+        for row in rows:
+            if row[0] == "site" and len(row) == 3 and row[2].isdigit():
+                reused.add((row[1], int(row[2])))
+        return reused, [pid for pid in self.forked if _alive(pid)]
+
     def install(self):
+        if not _FORK_HOOK and hasattr(os, "register_at_fork"):
+            os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child,
+                                after_in_parent=_after_fork_in_parent)
+            _FORK_HOOK.append(True)
         if not _AUDIT_HOOK:
             sys.addaudithook(_audit_event)
             _AUDIT_HOOK.append(True)
@@ -710,6 +796,22 @@ class _Engine:
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie, finished but not yet reaped, does not; /proc tells them
+    apart on Linux, elsewhere a zombie counts as running: in doubt, running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process with that pid: not ours, long gone
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def _refs(tensors):

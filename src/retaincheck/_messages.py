@@ -361,7 +361,12 @@ EN.update({
     "s_untaken": "keep it, or run the program with arguments that reach {call} (a backward() or "
     "grad() next to this one that did not run) and check again",
     "by_child": "a forked child process",
-    "child_alive": "a forked child process still running (pid {pid})",
+    "why_child": ": no later backward() or grad() walked this graph in this process, but a "
+    "child process forked during the run (pid {pids}) was still running at its end and may "
+    "walk it",
+    "s_child": "keep it, or wait for the forked child processes to finish (join them) before "
+    "the run ends, and check again",
+    "k_child": "kept: could not tell (a forked child process, pid {pids}, was still running)",
     "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
     "freed-graph errors it catches",
 })
@@ -376,7 +381,10 @@ ZH.update({
     "s_untaken": "先不改；或者换一组能执行到 {call} 的参数运行程序（它是这次调用旁边没有执行的 "
     "backward() 或 grad()），再检查一次",
     "by_child": "fork 出来的子进程",
-    "child_alive": "仍在运行的 fork 子进程（pid {pid}）",
+    "why_child": "：本进程中，之后没有 backward() 或 grad() 遍历这张计算图，但运行期间 fork "
+    "出来的子进程（pid {pids}）在运行结束时仍未退出，它可能遍历这张图",
+    "s_child": "先不改；或者在运行结束前等 fork 出来的子进程全部退出（join），再检查一次",
+    "k_child": "不改：无法判断（fork 出来的子进程 pid {pids} 仍在运行）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
 })
 
@@ -407,6 +415,8 @@ def reused_by(entries: list[str], lang: str = "en") -> str:
         many = _pattern("by_rerun_many").fullmatch(entry)
         if entry == EN["by_rerun_one"]:
             entry = message("by_rerun_one", lang)
+        elif entry == EN["by_child"]:
+            entry = message("by_child", lang)
         elif many:
             entry = message("by_rerun_many", lang, n=many.group(1))
         shown.append(entry)

@@ -77,6 +77,11 @@ class CallRecord:
     """``file:line`` of a ``backward()``/``grad()`` call in the same function as this one that
     did not run in this run (a branch not taken: ``if step % 50 == 0``): it may walk the graph
     on another path, so a site nothing else reused is ``"could not tell: kept"``."""
+    running_children: list[int] = field(default_factory=list)
+    """The pids of child processes forked during the run (``os.fork``, multiprocessing's
+    "fork") still running at its end: they hold a copy of the graph and may walk it, so a site
+    nothing else reused is ``"could not tell: kept"``. A reuse in a forked child that is seen
+    (it ran before the end) makes the site needed."""
     notes: set[str] = field(default_factory=set, repr=False)
     """How the graph was reused (by another line, by the same line, after an optimizer step,
     ...): what the suggestion is fitted to."""
@@ -125,6 +130,7 @@ class CallRecord:
             "reused_by": list(self.reused_by),
             "unseen_reads": list(self.unseen_reads),
             "unseen_calls": list(self.unseen_calls),
+            "running_children": list(self.running_children),
             "suggestion": self.suggestion,
         }
 
@@ -225,6 +231,8 @@ class Report:
                 verdict += m("why_unseen", reads=", ".join(c.unseen_reads[:3]))
                 if len(c.unseen_reads) > 3:
                     verdict += m("why_unseen_more", more=len(c.unseen_reads) - 3)
+            elif c.verdict == _verdicts.COULD_NOT_TELL and c.running_children:
+                verdict += m("why_child", pids=", ".join(map(str, c.running_children)))
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
                 if len(c.unseen_calls) > 3:
