@@ -410,3 +410,33 @@ def test_the_proof_sees_the_prints_of_main_called_in_process(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("grad [2.0, 2.0]\n"), proc.stdout
     assert "1 change in 1 file, proven: a rerun" in proc.stdout, proc.stdout
+
+
+@pytest.mark.proof
+@pytest.mark.parametrize(("fixture", "reason"), [
+    ("hidden_read_raw_thread.py", "the rerun raised a freed-graph error that the program caught"),
+    ("hidden_read_own_tracer.py", "the program sets its own trace function, so the rerun could "
+                                  "not watch for freed-graph errors it catches"),
+])
+def test_the_proof_sees_a_caught_error_in_a_raw_thread_or_says_it_cannot(tmp_path, fixture,
+                                                                          reason):
+    """rev27e W1: without the flag each program prints the same and exits 0, and writes another
+    number to a file, which the proof does not compare. The caught freed-graph error in a
+    thread of _thread.start_new_thread is seen; a program with its own trace function cannot
+    be proven. Either way nothing is written."""
+    script = _copy(tmp_path, CLI_FIXTURES / fixture)
+    before = script.read_bytes()
+    (tmp_path / "without.py").write_bytes(before.replace(b"retain_graph=True", b""))
+    written = []
+    for name in (script.name, "without.py"):  # the truth: same output and status, not file
+        run = subprocess.run([sys.executable, name], cwd=tmp_path, capture_output=True,
+                             text=True, check=False, timeout=120)
+        assert (run.returncode, run.stdout) == (0, "done\n"), run.stderr
+        written.append((tmp_path / "scale.txt").read_text())
+    assert written[0] != written[1] == "1.0"
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert script.read_bytes() == before
+    assert _fix_lines(proc)[0].startswith(
+        f"retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: {reason}"
+    ), proc.stdout

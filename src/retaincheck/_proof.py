@@ -67,9 +67,11 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proo
             copies[path] = copy
         spec = os.path.join(tmp, "spec.json")
         marker = os.path.join(tmp, "freed.txt")
+        tracer = os.path.join(tmp, "tracer.txt")
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
-                       "args": program.args, "copies": copies, "marker": marker}, f)
+                       "args": program.args, "copies": copies, "marker": marker,
+                       "tracer": tracer}, f)
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         boot = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -86,6 +88,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proo
             return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0)
         seconds = time.perf_counter() - start
         caught = None
+        own_tracer = os.path.exists(tracer)
         if os.path.exists(marker):
             with open(marker, encoding="utf-8", errors="replace") as f:
                 caught = (f.read().strip().splitlines() or [""])[0][:160]
@@ -98,6 +101,8 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proo
                               error=_last_error(output, lang)), seconds)
     if caught:
         return Proof(False, m("proof_caught", error=caught), seconds)
+    if own_tracer:
+        return Proof(False, m("proof_tracer"), seconds)
     # Lines compared in any order: a program's prints and its subprocesses' output may
     # interleave differently through a pipe than on a terminal.
     if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(
@@ -144,7 +149,7 @@ def _watch_engine(marker: str) -> None:
     Variable._execution_engine = Watch()
 
 
-def _watch_exceptions(marker: str) -> None:
+def _watch_exceptions(marker: str, tracer: str) -> None:
     """In the rerun: note a freed-graph error raised anywhere in Python code, even one the
     program catches. Not every unpack of a freed saved tensor goes through the engine: a node
     called directly (``y.grad_fn(g)``: ``THPCppFunction_call`` in
@@ -153,7 +158,14 @@ def _watch_exceptions(marker: str) -> None:
     (``torch/csrc/autograd/saved_variable.cpp``) in the frame that asked. A trace function
     sees every exception as it passes through a Python frame, in this thread and in threads
     started later (``sys.settrace``, ``threading.settrace``); line events are switched off,
-    so it costs one call per function call and return."""
+    so it costs one call per function call and return.
+
+    ``threading.settrace`` reaches only threads that ``threading`` starts
+    (``Thread._bootstrap_inner``): a thread started by ``_thread.start_new_thread`` gets the
+    trace function from a wrapper of that function here. A program that sets its own trace
+    function (a debugger, coverage) replaces this one: that is noted (``tracer``), and the
+    proof then does not hold."""
+    import _thread
     import threading
 
     written = []
@@ -171,8 +183,34 @@ def _watch_exceptions(marker: str) -> None:
         frame.f_trace_lines = False
         return local
 
+    def noted(setter):
+        def settrace(function, *args, **kwargs):
+            if function is not start:
+                with open(tracer, "a", encoding="utf-8") as f:
+                    f.write(f"{setter.__module__}.{setter.__name__}\n")
+            return setter(function, *args, **kwargs)
+
+        return settrace
+
+    def traced(start_thread):
+        def start_new_thread(function, *args, **kwargs):
+            def run(*a, **k):
+                sys.settrace(start)
+                return function(*a, **k)
+
+            return start_thread(run, *args, **kwargs)
+
+        return start_new_thread
+
     threading.settrace(start)
     sys.settrace(start)
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, traced(getattr(_thread, name)))
+    sys.settrace = noted(sys.settrace)
+    threading.settrace = noted(threading.settrace)
+    if hasattr(threading, "settrace_all_threads"):
+        threading.settrace_all_threads = noted(threading.settrace_all_threads)
 
 
 def _distributed() -> bool:
@@ -229,7 +267,7 @@ def child(spec_path: str) -> None:
 
     sys.meta_path.insert(0, Finder)
     _watch_engine(spec["marker"])
-    _watch_exceptions(spec["marker"])
+    _watch_exceptions(spec["marker"], spec["tracer"])
     tail = sys.path[2:]  # drop retaincheck's folder and -c's '' (python script.py has neither)
     if spec["module"] is not None:
         sys.argv = [spec["module"], *spec["args"]]
