@@ -118,8 +118,8 @@ EN: dict[str, str] = {
     "detached copy (e.g. D(fake.detach())) and the flag can go; if its gradient must reach that "
     "part, keep both",
     "s_grad_between": "keep it: the code between this backward() and the one that reuses its "
-    "graph reads, zeroes or steps with a gradient (.grad, zero_grad(), step()), so the losses "
-    "cannot be summed into one backward()",
+    "graph reads, zeroes or steps with a gradient (.grad, zero_grad(), step()), or a gradient "
+    "hook sees each call's gradient, so the losses cannot be summed into one backward()",
     "s_self_backward": "keep it if these backward() calls reuse one forward pass on purpose: if "
     "the gradients are only added (no zero_grad(), optimizer step or gradient read in between), "
     "sum the losses and call backward() once; if instead a hidden state or running total is "
