@@ -20,6 +20,7 @@ import pytest
 import snippetcheck
 from test_retaincheck_cli import CLI_FIXTURES, cli
 
+import retaincheck
 from retaincheck._fix import refusal, remove_at
 
 FIXABLE = CLI_FIXTURES / "fixable.py"
@@ -440,3 +441,24 @@ def test_the_proof_sees_a_caught_error_in_a_raw_thread_or_says_it_cannot(tmp_pat
     assert _fix_lines(proc)[0].startswith(
         f"retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: {reason}"
     ), proc.stdout
+
+
+def test_a_rerun_that_cannot_happen_refutes_nothing(tmp_path, monkeypatch):
+    """Under torchrun (WORLD_SIZE > 1) a rank cannot be rerun alone: the gate's proof says so,
+    and the site stays "not needed" (unproven) rather than "needed by a rerun that failed"."""
+    from retaincheck._fix import prove_unneeded
+    from retaincheck._proof import Program
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nw = torch.ones(3, requires_grad=True)\n"
+                      "(w * w).sum().backward(retain_graph=True)\n")
+    monkeypatch.chdir(tmp_path)
+    with retaincheck.audit() as report:
+        exec(compile(script.read_text(), str(script), "exec"), {})
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    line = prove_unneeded(report, True, 0, dirs=[str(tmp_path)], skip_proof=False,
+                          program=Program("train.py", None, [], str(tmp_path)))
+    assert line == ("retaincheck: checked without that 1 retain_graph=True (nothing written): "
+                    "NOT proven: a rank of a distributed run (WORLD_SIZE > 1) cannot be rerun "
+                    "alone")
+    assert report.calls[0].verdict == "not needed"

@@ -273,7 +273,7 @@ def _prove(edits: dict, changed: int, program, lang: str):
     from ._proof import prove
 
     proof = prove({path: new for path, (new, _) in edits.items()}, program, lang)
-    if not proof.proven:
+    if not proof.proven and proof.ran:  # a rerun that did not happen refutes nothing
         for _, changed_sites in edits.values():
             for site in changed_sites:
                 _refuted(site.record, changed)
@@ -333,7 +333,7 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
     else:
         how = msg("f_proven" if proof.proven else "f_not_proven", reason=proof.reason)
     if changed and proof is not None and not proof.proven:
-        head = msg("f_head_refuted", what=what, how=how)
+        head = msg("f_head_refuted", what=what, how=how)  # nothing written
     elif changed and write:
         head = msg("f_head_wrote", what=what, how=how)
     elif changed:

@@ -36,6 +36,7 @@ class Proof:
     proven: bool
     reason: str  # one line: what the rerun did
     seconds: float
+    ran: bool = True  # False: no rerun happened (under torchrun, or it could not start)
 
 
 @dataclass
@@ -57,7 +58,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proo
         return message(key, lang, **values)
 
     if _distributed():
-        return Proof(False, m("proof_distributed"), 0.0)
+        return Proof(False, m("proof_distributed"), 0.0, ran=False)
     with tempfile.TemporaryDirectory(prefix="retaincheck-proof-") as tmp:
         copies = {}
         for i, (path, source) in enumerate(sorted(changes.items())):
@@ -85,7 +86,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proo
                 capture_output=True, check=False,
             )
         except OSError as exc:
-            return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0)
+            return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0, ran=False)
         seconds = time.perf_counter() - start
         caught = None
         own_tracer = os.path.exists(tracer)
