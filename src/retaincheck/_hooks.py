@@ -499,8 +499,11 @@ class Session:
             key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
         record = None
         retaining = explicit and user
-        if frame is not None:
-            self.ran_lines.update((name, line) for name, line, _ in self.chain(frame))
+        f, depth, ran = frame, 0, self.ran_lines
+        while f is not None and depth < 24:  # cheaper than chain(): no filter, plain adds
+            ran.add((f.f_code.co_filename, f.f_lineno))
+            f, depth = f.f_back, depth + 1
+        del f
         if retaining:
             record = self.records.get(key)
             if record is None:
