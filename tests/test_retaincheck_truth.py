@@ -241,3 +241,28 @@ def test_a_cpp_custom_function_counts_as_holding_saved_tensors(tmp_path):
     assert (call.verdict, call.needed) == (NEEDED, True), report.format()
     node_type = type(cpp.square(torch.ones(1, requires_grad=True)).grad_fn)
     assert saved_tensor_names(node_type) == ((), True), node_type  # none seen: opaque
+
+
+def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_path):
+    """rev27e F3: a call that never ran counts when it could have walked the graph later:
+    below the site, or above it inside a loop around both; not above it in straight code, not
+    in another function."""
+    from retaincheck._reads import untaken_calls
+
+    path = tmp_path / "train.py"
+    path.write_text(
+        "def train(a, b, c, d, never):\n"
+        "    if never:\n"
+        "        d.backward()\n"  # 3: above the site, no loop around both: cannot follow it
+        "    for step in range(3):\n"
+        "        if never:\n"
+        "            a.backward()\n"  # 6: above the site, in the loop: the next step's
+        "        b.backward(retain_graph=True)\n"  # 7: the site
+        "    if never:\n"
+        "        torch.autograd.grad(c, [b])\n"  # 9: below the site
+        "\n"
+        "def other(e):\n"
+        "    e.backward()\n"  # 12: another function
+    )
+    assert untaken_calls(str(path), 7, {(str(path), 7)}) == [6, 9]
+    assert untaken_calls(str(path), 7, {(str(path), 7), (str(path), 6), (str(path), 9)}) == []

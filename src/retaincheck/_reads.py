@@ -368,10 +368,11 @@ def _walks_a_graph(call: ast.Call) -> bool:
 
 def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
                   block: tuple[str, int] | None = None) -> list[int]:
-    """Lines of the ``backward()``/``grad()`` calls in the same function as the call at
-    ``line`` (or at the top level of the file, when it is there; nested functions and classes
-    are other functions) that no backward pass of this run came from: none of their lines is
-    in ``ran``, the ``(file, line)`` of each frame on the stack of every call the audit saw.
+    """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
+    (below it, or above it in a loop around both), in the same function as it (or at the top
+    level of the file, when it is there; nested functions and classes are other functions),
+    that no backward pass of this run came from: none of their lines is in ``ran``, the
+    ``(file, line)`` of the frames on the stack of every call the audit saw.
     ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; in that file
     only the calls inside its block count (what runs after it is not audited)."""
     tree = _tree(path)
@@ -392,16 +393,21 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
             break
         scope = inner
     found = []
-    todo = list(ast.iter_child_nodes(scope))
+    todo = [(child, ()) for child in ast.iter_child_nodes(scope)]
     while todo:
-        node = todo.pop()
+        node, loops = todo.pop()
         if isinstance(node, _SCOPES):
             continue  # another function's calls run only when it is called
-        todo.extend(ast.iter_child_nodes(node))
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            loops = (*loops, node)
+        todo.extend((child, loops) for child in ast.iter_child_nodes(node))
         if isinstance(node, ast.Call) and _walks_a_graph(node) and low <= node.lineno <= high:
             lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-            if line in lines:
-                continue  # the site itself
-            if not any((path, n) in ran for n in lines):
+            if line in lines or any((path, n) in ran for n in lines):
+                continue  # the site itself, or a call that ran
+            # It could run after the site: below it, or above it in a loop around both.
+            if node.lineno > line or any(
+                loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops
+            ):
                 found.append(node.lineno)
     return sorted(set(found))
