@@ -387,8 +387,14 @@ def test_the_gate_reruns_the_program_before_it_says_not_needed(tmp_path):
     """rev27e N3: a saved tensor read through a name the search cannot see (built at run time)
     gets "not needed" from the audit alone; the gate's rerun without the flag fails, so the
     site is needed and the gate passes (status 0), with one line that says why."""
+    # rev27f G1: the flag passed as a name (retain_graph=keep), which --fix cannot edit: the
+    # rerun turns it off at run time (_proof_site), so the gate proves it all the same
     script = tmp_path / "hidden_read.py"
-    script.write_bytes((FIXTURES / "cli" / "hidden_read.py").read_bytes())
+    source = (FIXTURES / "cli" / "hidden_read.py").read_text()
+    keep = source.replace("y.sum().backward(retain_graph=True)",
+                          "keep = True\ny.sum().backward(retain_graph=keep)")
+    assert keep != source
+    script.write_text(keep)
     alone = cli("--fail-on-unneeded", "--skip-proof", str(script))
     assert alone.returncode == 6 and "NOT NEEDED" in alone.stdout  # what the audit alone says
     proc = cli("--fail-on-unneeded", str(script))
@@ -399,7 +405,7 @@ def test_the_gate_reruns_the_program_before_it_says_not_needed(tmp_path):
         "retaincheck: checked without that 1 retain_graph=True (nothing written): NOT proven: "
         "the rerun failed (exit status 1): RuntimeError: Trying to backward through the graph"
     ), proc.stderr
-    assert script.read_text().count("retain_graph=True") == 1  # nothing written
+    assert script.read_text() == keep  # nothing written
 
 
 def test_help_documents_every_exit_status():

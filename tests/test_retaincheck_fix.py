@@ -462,3 +462,21 @@ def test_a_rerun_that_cannot_happen_refutes_nothing(tmp_path, monkeypatch):
                     "NOT proven: a rank of a distributed run (WORLD_SIZE > 1) cannot be rerun "
                     "alone")
     assert report.calls[0].verdict == "not needed"
+
+
+@pytest.mark.proof
+def test_the_proof_reaches_a_process_that_runs_the_file_again(tmp_path):
+    """rev27f G2: without the flag the child process fails (exit 1); the audit sees only the
+    parent, where nothing reused the graph. The rerun must fail too, so nothing is written."""
+    script = _copy(tmp_path, CLI_FIXTURES / "reruns_itself.py")
+    before = script.read_bytes()
+    (tmp_path / "without.py").write_bytes(before.replace(b"retain_graph=True", b""))
+    truth = subprocess.run([sys.executable, "without.py"], cwd=tmp_path, capture_output=True,
+                           text=True, check=False, timeout=120)
+    assert truth.returncode == 1 and "child status 1" in truth.stdout
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert script.read_bytes() == before
+    assert _fix_lines(proc)[0].startswith(
+        "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun exited "
+        "with status 1"), proc.stdout

@@ -268,17 +268,24 @@ def _plan(report, completed: bool, status: int, dirs, lang: str):
     return sites, diffs, changed, edits
 
 
+def _real_line(record, path: str | None = None) -> tuple[str, int] | None:
+    """(real path, line) of a site, as a backward pass started there shows it."""
+    path = getattr(record, "_source", None) or path
+    return (os.path.realpath(path), record.line) if path and not path.startswith("<") else None
+
+
 def _prove(edits: dict, changed: int, program, lang: str):
     """Rerun ``program`` with the edits; a failed proof turns each changed site to needed."""
     from ._proof import prove
 
-    proof = prove({path: new for path, (new, _) in edits.items()}, program, lang)
+    sites = [site for _, changed_sites in edits.values() for site in changed_sites]
+    forced = [line for site in sites if (line := _real_line(site.record, site.path))]
+    proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, forced)
     if not proof.proven and proof.ran:  # a rerun that did not happen refutes nothing
-        for _, changed_sites in edits.values():
-            for site in changed_sites:
-                _refuted(site.record, changed)
-                site.reason = message("k_refuted_one", lang) if changed == 1 else message(
-                    "k_refuted_many", lang, n=changed)
+        for site in sites:
+            _refuted(site.record, changed)
+            site.reason = message("k_refuted_one", lang) if changed == 1 else message(
+                "k_refuted_many", lang, n=changed)
     return proof
 
 
@@ -286,17 +293,36 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
                    lang: str = "en") -> str | None:
     """For ``--fail-on-unneeded`` without ``--fix``: prove the "not needed" verdicts as
     ``--fix`` would (a rerun with the flags removed, nothing written) before the gate answers;
-    a failed proof turns those sites to needed. The one line to print, or None when no site
-    could be changed."""
-    _, _, changed, edits = _plan(report, completed, status, dirs, lang)
-    if not edits:
+    a failed proof turns those sites to needed. Every such site is rerun without keeping its
+    graph, whatever form the flag takes in the source (``retain_graph=keep``, ``**options``):
+    the rerun forces it at run time (``_proof_site``) and edits no file. The one line to
+    print, or None when there is no such site."""
+    from ._proof import prove
+
+    records = [r for r in report.calls if r.verdict == "not needed"]
+    if not records:
         return None
     if skip_proof or program is None:
         return message("gate_skipped", lang)
-    proof = _prove(edits, changed, program, lang)
-    how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
-    return message("gate_proof_one" if changed == 1 else "gate_proof_many", lang, n=changed,
-                   how=how)
+    forced = []
+    for record in records:
+        line = _real_line(record)
+        if line is None:
+            path, _ = _locate(record, list(dirs or []), lang)
+            line = _real_line(record, path)
+        if line is not None:
+            forced.append(line)
+    n = len(records)
+    if len(forced) < n:
+        proof = None  # a site with no file to point at cannot be rerun without its flag
+        how = message("f_unproven", lang)
+    else:
+        proof = prove({}, program, lang, forced)
+        how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
+    if proof is not None and not proof.proven and proof.ran:
+        for record in records:
+            _refuted(record, n)
+    return message("gate_proof_one" if n == 1 else "gate_proof_many", lang, n=n, how=how)
 
 
 def fix(report, completed: bool, status: int = 0, *, write: bool = False,

@@ -512,6 +512,7 @@ class Session:
                     if record is None:
                         code = _without_comment(linecache.getline(filename, key[1]))
                         record = CallRecord(key[0], key[1], function, code, kind)
+                        record._source = filename  # the code's own file name, for the proof
                         self.records[key] = record
                         self.report.calls.append(record)
                         self.started[record] = []

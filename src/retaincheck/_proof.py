@@ -5,18 +5,22 @@ audited run did (the same script or ``-m`` module, arguments, working directory 
 environment, standard input closed), with every edited file read from its temporary copy
 under its own name (``__file__``, tracebacks and imports see the original path, and no
 bytecode cache of the original is used). The program runs plainly, without the audit. The
-proof holds when the rerun exits with the status the audited run had, its output has no
-"backward through the graph a second time" or "saved tensors ... freed" error, no such error
-passed through any of its Python frames (caught or not: ``_watch_exceptions``) and its
-standard output is the audited run's; only then does ``--fix --write`` write. It costs one
-more run of the program, slowed by the trace function's call per Python function call, plus
-a new interpreter's start and torch's import.
+rerun's Python processes (the program and those it starts) run ``_proof_site`` first: a
+backward pass started from a line being proven runs without keeping its graph, whatever form
+the flag took and whichever file runs the line, and freed-graph errors are noted, even
+caught ones. The proof holds when the rerun exits with the status the audited run had, its
+output has no "backward through the graph a second time" or "saved tensors ... freed" error,
+no such error passed through any Python frame of its processes, the program set no trace
+function of its own, and its standard output is the audited run's; only then does
+``--fix --write`` write. It costs one more run of the program, slowed by the trace function's
+call per Python function call, plus a new interpreter's start and torch's import.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,9 +55,11 @@ class Program:
     stdout: bytes | None = None  # what the audited run wrote to its standard output
 
 
-def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proof:
-    """Rerun ``program`` with ``changes`` (real path -> new source) applied; the reason is in
-    ``lang``."""
+def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
+          forced: list[tuple[str, int]] = ()) -> Proof:
+    """Rerun ``program`` with ``changes`` (real path -> new source) applied, and every backward
+    pass started from a ``forced`` line (real path, line) run without keeping its graph, in
+    every Python process of the rerun (``_proof_site``); the reason is in ``lang``."""
     def m(key, **values):
         return message(key, lang, **values)
 
@@ -72,7 +78,16 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proo
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
                        "args": program.args, "copies": copies, "marker": marker,
-                       "tracer": tracer}, f)
+                       "tracer": tracer, "forced": [list(site) for site in forced],
+                       "site": os.path.join(tmp, "site")}, f)
+        boot_dir = os.path.join(tmp, "site")
+        os.mkdir(boot_dir)
+        shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "_proof_site.py"),
+                        os.path.join(boot_dir, "sitecustomize.py"))
+        env = dict(os.environ)
+        env["RETAINCHECK_PROOF_SPEC"] = spec
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (boot_dir, env.get("PYTHONPATH")) if p)
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         boot = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -82,7 +97,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en") -> Proo
         try:
             proc = subprocess.run(
                 [sys.executable, "-c", boot, here, spec],
-                cwd=program.cwd, env=dict(os.environ), stdin=subprocess.DEVNULL,
+                cwd=program.cwd, env=env, stdin=subprocess.DEVNULL,
                 capture_output=True, check=False,
             )
         except OSError as exc:
@@ -121,97 +136,6 @@ def _first_difference(old: bytes, new: bytes, lang: str = "en") -> str:
         if x != y:
             return message("proof_line", lang, n=i + 1, old=repr(x[:60]), new=repr(y[:60]))
     return message("proof_lines", lang, old=len(a), new=len(b))
-
-
-def _watch_engine(marker: str) -> None:
-    """In the rerun: note any freed-graph error the autograd engine raises, even one the
-    program catches (``try: loss.backward() except RuntimeError: ...``), which would otherwise
-    pass as a clean run with different results. Every backward()/grad() call reaches the
-    engine through ``Variable._execution_engine.run_backward`` (``torch/autograd/graph.py``,
-    ``_engine_run_backward``), the entry the audit wraps too."""
-    import torch  # noqa: F401 (the program imports it anyway)
-    from torch.autograd.variable import Variable
-
-    engine = Variable._execution_engine
-
-    class Watch:
-        def __getattr__(self, name):
-            return getattr(engine, name)
-
-        def run_backward(self, *args, **kwargs):
-            try:
-                return engine.run_backward(*args, **kwargs)
-            except RuntimeError as exc:
-                if any(text in str(exc) for text in FREED):
-                    with open(marker, "a", encoding="utf-8") as f:
-                        f.write(str(exc).replace("\n", " ") + "\n")
-                raise
-
-    Variable._execution_engine = Watch()
-
-
-def _watch_exceptions(marker: str, tracer: str) -> None:
-    """In the rerun: note a freed-graph error raised anywhere in Python code, even one the
-    program catches. Not every unpack of a freed saved tensor goes through the engine: a node
-    called directly (``y.grad_fn(g)``: ``THPCppFunction_call`` in
-    ``torch/csrc/autograd/python_cpp_function.cpp``), a ``grad_fn._saved_*`` getter or a
-    custom Function's ``ctx.saved_tensors`` raise from ``SavedVariable::unpack``
-    (``torch/csrc/autograd/saved_variable.cpp``) in the frame that asked. A trace function
-    sees every exception as it passes through a Python frame, in this thread and in threads
-    started later (``sys.settrace``, ``threading.settrace``); line events are switched off,
-    so it costs one call per function call and return.
-
-    ``threading.settrace`` reaches only threads that ``threading`` starts
-    (``Thread._bootstrap_inner``): a thread started by ``_thread.start_new_thread`` gets the
-    trace function from a wrapper of that function here. A program that sets its own trace
-    function (a debugger, coverage) replaces this one: that is noted (``tracer``), and the
-    proof then does not hold."""
-    import _thread
-    import threading
-
-    written = []
-
-    def local(frame, event, arg):
-        if event == "exception" and not written and issubclass(arg[0], RuntimeError):
-            text = str(arg[1])
-            if any(t in text for t in FREED):
-                written.append(True)
-                with open(marker, "a", encoding="utf-8") as f:
-                    f.write(text.replace("\n", " ") + "\n")
-        return local
-
-    def start(frame, event, arg):
-        frame.f_trace_lines = False
-        return local
-
-    def noted(setter):
-        def settrace(function, *args, **kwargs):
-            if function is not start:
-                with open(tracer, "a", encoding="utf-8") as f:
-                    f.write(f"{setter.__module__}.{setter.__name__}\n")
-            return setter(function, *args, **kwargs)
-
-        return settrace
-
-    def traced(start_thread):
-        def start_new_thread(function, *args, **kwargs):
-            def run(*a, **k):
-                sys.settrace(start)
-                return function(*a, **k)
-
-            return start_thread(run, *args, **kwargs)
-
-        return start_new_thread
-
-    threading.settrace(start)
-    sys.settrace(start)
-    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
-        if hasattr(_thread, name):
-            setattr(_thread, name, traced(getattr(_thread, name)))
-    sys.settrace = noted(sys.settrace)
-    threading.settrace = noted(threading.settrace)
-    if hasattr(threading, "settrace_all_threads"):
-        threading.settrace_all_threads = noted(threading.settrace_all_threads)
 
 
 def _distributed() -> bool:
@@ -264,12 +188,13 @@ def child(spec_path: str) -> None:
             origin = getattr(found, "origin", None)
             if found is not None and origin and edited(origin) is not None:
                 found.loader = Loader(name, origin)
-            return found
+                return found
+            return None  # not an edited file: the finders after this one (_proof_site's)
 
     sys.meta_path.insert(0, Finder)
-    _watch_engine(spec["marker"])
-    _watch_exceptions(spec["marker"], spec["tracer"])
-    tail = sys.path[2:]  # drop retaincheck's folder and -c's '' (python script.py has neither)
+    # sys.path: retaincheck's folder, -c's '', then the rest with the site folder (from
+    # PYTHONPATH) in it; python script.py would have none of the three
+    tail = [p for p in sys.path[2:] if p != spec["site"]]
     if spec["module"] is not None:
         sys.argv = [spec["module"], *spec["args"]]
         sys.path[:] = [os.getcwd(), *tail]

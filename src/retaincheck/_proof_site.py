@@ -1,0 +1,190 @@
+"""The proof's watch inside every Python process of a rerun (``_proof``).
+
+``_proof`` copies this file as ``sitecustomize.py`` into a folder it puts first on the rerun's
+``PYTHONPATH``, so Python imports it at the start of the rerun and of every Python process the
+rerun starts (``subprocess`` running ``sys.executable``, multiprocessing's ``spawn`` and
+``forkserver``; a forked child inherits it). It imports nothing of ``retaincheck`` (nor torch
+until the program does) and then runs the ``sitecustomize`` it stands in front of, if any.
+Python started with ``-S``, ``-I`` or ``-E`` skips it.
+
+In each process it does three things, from the spec named by ``$RETAINCHECK_PROOF_SPEC``:
+
+* ``forced``: a backward pass started from one of these lines (``[file, line]``, the nearest
+  frame outside torch) runs with ``keep_graph`` off, as ``retain_graph=False`` would: the
+  rerun without the flag, whatever form it took in the source (``retain_graph=keep``,
+  ``**options``, a position) and whichever file runs it (a script started again by path).
+* a freed-graph error raised by the engine is written to ``marker``, even one the program
+  catches (the engine's entry point, ``Variable._execution_engine.run_backward``:
+  ``torch/autograd/graph.py``, ``_engine_run_backward``);
+* a freed-graph error passing through any Python frame is written to ``marker`` too: not every
+  unpack of a freed saved tensor goes through the engine (a node called directly,
+  ``THPCppFunction_call``; a ``grad_fn._saved_*`` getter; ``ctx.saved_tensors``: all raise in
+  ``SavedVariable::unpack``, ``torch/csrc/autograd/saved_variable.cpp``). A trace function
+  sees every exception as it passes through a Python frame (``sys.settrace``, and
+  ``threading.settrace`` for threads ``threading`` starts; a wrapper of
+  ``_thread.start_new_thread`` for the others); line events are off, so it costs one call per
+  function call and return. A program that sets its own trace function replaces this one:
+  that is written to ``tracer``, and the proof does not hold.
+"""
+
+import json
+import os
+import sys
+
+FREED = (
+    "backward through the graph a second time",
+    "access saved tensors after they have already been freed",
+)
+
+
+def _note(path, text):
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text.replace("\n", " ") + "\n")
+    except OSError:
+        pass
+
+
+def _watch_exceptions(marker, tracer):
+    import _thread
+    import threading
+
+    written = []
+
+    def local(frame, event, arg):
+        if event == "exception" and not written and issubclass(arg[0], RuntimeError):
+            text = str(arg[1])
+            if any(t in text for t in FREED):
+                written.append(True)
+                _note(marker, text)
+        return local
+
+    def start(frame, event, arg):
+        frame.f_trace_lines = False
+        return local
+
+    def noted(setter):
+        def settrace(function, *args, **kwargs):
+            if function is not start:
+                _note(tracer, f"{setter.__module__}.{setter.__name__}")
+            return setter(function, *args, **kwargs)
+
+        return settrace
+
+    def traced(start_thread):
+        def start_new_thread(function, *args, **kwargs):
+            def run(*a, **k):
+                sys.settrace(start)
+                return function(*a, **k)
+
+            return start_thread(run, *args, **kwargs)
+
+        return start_new_thread
+
+    threading.settrace(start)
+    sys.settrace(start)
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, traced(getattr(_thread, name)))
+    sys.settrace = noted(sys.settrace)
+    threading.settrace = noted(threading.settrace)
+    if hasattr(threading, "settrace_all_threads"):
+        threading.settrace_all_threads = noted(threading.settrace_all_threads)
+
+
+def _wrap_engine(variable_module, marker, forced):
+    """Stand in front of the engine once ``torch.autograd.variable`` is imported."""
+    variable = variable_module.Variable
+    engine = variable._execution_engine
+    torch_dir = os.path.dirname(os.path.dirname(os.path.abspath(variable_module.__file__)))
+    torch_dir += os.sep
+    real = {}
+
+    def from_forced_line():
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            path = real.get(name)
+            if path is None:
+                path = real[name] = os.path.realpath(name)
+            if not path.startswith(torch_dir) and path != __file__:
+                return (path, frame.f_lineno) in forced
+            frame = frame.f_back
+        return False
+
+    class Watch:
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        def run_backward(self, *args, **kwargs):
+            if forced and from_forced_line():
+                if len(args) > 2:
+                    args = (*args[:2], False, *args[3:])
+                else:
+                    kwargs["keep_graph"] = False
+            try:
+                return engine.run_backward(*args, **kwargs)
+            except RuntimeError as exc:
+                if any(text in str(exc) for text in FREED):
+                    _note(marker, str(exc))
+                raise
+
+    variable._execution_engine = Watch()
+
+
+def _after_import(name, then):
+    """Run ``then(module)`` once the module ``name`` has been imported."""
+    import importlib.machinery
+
+    class Finder:
+        @staticmethod
+        def find_spec(fullname, path=None, target=None):
+            if fullname != name:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_module = spec.loader.exec_module
+
+            def run(module):
+                exec_module(module)
+                sys.meta_path[:] = [f for f in sys.meta_path if f is not Finder]
+                then(module)
+
+            spec.loader.exec_module = run
+            return spec
+
+    sys.meta_path.insert(0, Finder)
+
+
+def _start():
+    spec_path = os.environ.get("RETAINCHECK_PROOF_SPEC")
+    if spec_path:
+        try:
+            with open(spec_path, encoding="utf-8") as f:
+                spec = json.load(f)
+        except (OSError, ValueError):
+            spec = None
+        if spec is not None:
+            forced = {(os.path.realpath(p), int(n)) for p, n in spec.get("forced", [])}
+            _watch_exceptions(spec["marker"], spec["tracer"])
+            module = sys.modules.get("torch.autograd.variable")
+            if module is not None:
+                _wrap_engine(module, spec["marker"], forced)
+            else:
+                _after_import("torch.autograd.variable",
+                              lambda m: _wrap_engine(m, spec["marker"], forced))
+    # the sitecustomize this one stands in front of, if there is one
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    found = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if found is not None and found.loader is not None:
+        module = importlib.util.module_from_spec(found)
+        found.loader.exec_module(module)
+
+
+if __name__ == "sitecustomize":
+    _start()
