@@ -137,17 +137,22 @@ def _mark_untaken_calls(session: Session) -> None:
                   if not c.needed and not c.history_leak and c.executions]
     if not open_sites:
         return
-    from ._reads import untaken_calls
+    from ._reads import _kind, untaken_calls
 
-    files = {site[0]: site[3] for site in session.sites.values()}
     for record in open_sites:
-        filename = files.get((record.file, record.line))
-        if filename:
-            record.unseen_calls = [
-                f"{record.file}:{line}"
-                for line in untaken_calls(filename, record.line, session.ran_lines,
-                                          session.block)
-            ]
+        source = getattr(record, "_source", None)
+        # The site's own function, and each function of the program's own code on the way to
+        # it (a wrapper's callers: optimize(loss, retain_graph=True) in a loop)
+        frames = {(name, line) for name, line in getattr(record, "_frames", ())
+                  if name == source or _kind(name) == 2}
+        if source:
+            frames.add((source, record.line))
+        found = []
+        for name, line in sorted(frames):
+            shown = session.display_path(name)
+            found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
+                                                           session.block)]
+        record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 
 
 def _mark_forked_children(session: Session) -> None:
@@ -168,3 +173,8 @@ def _mark_forked_children(session: Session) -> None:
     for record in session.report.calls:
         if running and not record.needed and not record.history_leak:
             record.running_children = list(running)
+
+
+def _by_file_and_line(where: str):
+    name, _, line = where.rpartition(":")
+    return (name, int(line))

@@ -499,11 +499,12 @@ class Session:
             key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
         record = None
         retaining = explicit and user
-        f, depth, ran = frame, 0, self.ran_lines
+        f, depth, lines = frame, 0, []
         while f is not None and depth < 24:  # cheaper than chain(): no filter, plain adds
-            ran.add((f.f_code.co_filename, f.f_lineno))
+            lines.append((f.f_code.co_filename, f.f_lineno))
             f, depth = f.f_back, depth + 1
         del f
+        self.ran_lines.update(lines)
         if retaining:
             record = self.records.get(key)
             if record is None:
@@ -513,11 +514,14 @@ class Session:
                         code = _without_comment(linecache.getline(filename, key[1]))
                         record = CallRecord(key[0], key[1], function, code, kind)
                         record._source = filename  # the code's own file name, for the proof
+                        record._frames = set()  # (file, line) on its stacks: _untaken
                         self.records[key] = record
                         self.report.calls.append(record)
                         self.started[record] = []
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
+        if retaining:
+            record._frames.update(lines)  # each function on the way to it: _untaken
         index = 0
         retain = arguments.get("retain_graph")
         create = bool(arguments.get("create_graph"))

@@ -355,15 +355,54 @@ def _tree(path: str) -> ast.AST | None:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-def _walks_a_graph(call: ast.Call) -> bool:
-    """A call that may start a backward pass: ``.backward(...)``, ``backward(...)``,
-    ``grad(...)`` (``torch.autograd.grad``, a name imported from it), or a wrapper named
-    ``..._backward`` (``manual_backward``)."""
+def _called_name(call: ast.Call) -> str:
     func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name in ("backward", "grad") or name.endswith("_backward")
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _graph_walkers(tree: ast.AST) -> frozenset[str]:
+    """Names whose call may start a backward pass: ``backward`` and ``grad`` (a method,
+    ``torch.autograd.grad``), the names they are imported or bound under
+    (``from torch.autograd import backward as bw``, ``bw = torch.autograd.backward``), and the
+    functions and methods of this file whose body calls one of these (a helper
+    ``smooth(out)`` that calls ``backward()``), found until nothing new is added."""
+    names = {"backward", "grad"}
+    bodies: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.update(a.asname for a in node.names if a.asname and a.name in names)
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Attribute, ast.Name))
+              and (node.value.attr if isinstance(node.value, ast.Attribute)
+                   else node.value.id) in ("backward", "grad")):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bodies.setdefault(node.name, []).append(node)
+    while True:
+        before = len(names)
+        for name, defs in bodies.items():
+            if name not in names and any(
+                isinstance(n, ast.Call) and _walks_a_graph(n, names)
+                for d in defs for n in ast.walk(d)
+            ):
+                names.add(name)
+        if len(names) == before:
+            return frozenset(names)
+
+
+def _walks_a_graph(call: ast.Call, names: frozenset[str] | set[str]) -> bool:
+    """A call that may start a backward pass: one of ``names`` (``_graph_walkers``) or a
+    wrapper named ``..._backward`` (``manual_backward``)."""
+    name = _called_name(call)
+    return name in names or name.endswith("_backward")
+
+
+def _is_site_call(call: ast.Call) -> bool:
+    """The call that passes the flag (by keyword, or as backward's third argument)."""
+    return any(k.arg == "retain_graph" or k.arg is None for k in call.keywords) or len(
+        call.args) >= 3
 
 
 def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
@@ -392,22 +431,35 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         if inner is None:
             break
         scope = inner
-    found = []
-    todo = [(child, ()) for child in ast.iter_child_nodes(scope)]
+    names = _graph_walkers(tree)
+    found, on_the_line = [], []
+    todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
-        node, loops = todo.pop()
-        if isinstance(node, _SCOPES):
-            continue  # another function's calls run only when it is called
+        node, loops, nested = todo.pop()
+        if isinstance(node, ast.ClassDef):
+            continue  # a class body's methods run only when called: other functions
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            nested = True  # defined here, callable later: its calls may run after the site
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             loops = (*loops, node)
-        todo.extend((child, loops) for child in ast.iter_child_nodes(node))
-        if isinstance(node, ast.Call) and _walks_a_graph(node) and low <= node.lineno <= high:
-            lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-            if line in lines or any((path, n) in ran for n in lines):
-                continue  # the site itself, or a call that ran
-            # It could run after the site: below it, or above it in a loop around both.
-            if node.lineno > line or any(
-                loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops
-            ):
-                found.append(node.lineno)
+        todo.extend((child, loops, nested) for child in ast.iter_child_nodes(node))
+        if not (isinstance(node, ast.Call) and _walks_a_graph(node, names)
+                and low <= node.lineno <= high):
+            continue
+        lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+        if line in lines and not nested:
+            on_the_line.append(node)  # the site itself, or another call on its line
+            continue
+        if any((path, n) in ran for n in lines):
+            continue  # a call that ran
+        # It could run after the site: below it, above it in a loop around both, or in a
+        # function defined here that may be called later.
+        if nested or node.lineno > line or any(
+            loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops
+        ):
+            found.append(node.lineno)
+    # Several calls on the site's line: which of the others ran, the lines cannot tell.
+    site = next((c for c in on_the_line if _is_site_call(c)), on_the_line[0] if on_the_line
+                else None)
+    found.extend(c.lineno for c in on_the_line if c is not site)
     return sorted(set(found))
