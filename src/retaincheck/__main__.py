@@ -561,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = sys.stderr
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = _Tee() if proving else None
+    pid = os.getpid()
     try:
         report, status, stopped = _run_program(opts, code)
     finally:
@@ -573,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
             os.dup2(real_stdout, 1)
             os.close(real_stdout)
+    if os.getpid() != pid:
+        # A child the program forked, leaving through sys.exit or the end of the script: the
+        # parent reports (what the child reused reached it, _hooks.Session.children).
+        return status
     sigint = None
     if threading.current_thread() is threading.main_thread():
         # A second Ctrl-C must not cut the report short.

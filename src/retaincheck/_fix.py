@@ -59,6 +59,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
         return m("k_could_not_tell", read=reads[0])
     if getattr(record, "running_children", None):
         return m("k_child", pids=", ".join(map(str, record.running_children)))
+    if getattr(record, "unproven", ""):
+        return m("k_unproven")
     untaken = getattr(record, "unseen_calls", None)
     if untaken:
         return m("k_untaken", call=untaken[0])
@@ -222,10 +224,15 @@ def _diff(old: bytes, new: bytes, name: str) -> str:
     return "".join(difflib.unified_diff(a, b, f"a/{name}", f"b/{name}"))
 
 
-def _refuted(record, changed: int) -> None:
+def _refuted(record, changed: int, proof=None) -> None:
     """The proof's rerun without this flag failed: the verdict "not needed" was wrong, so the
     record now says needed (for the report, the JSON and --fail-on-unneeded alike). With
-    several changes the one to blame is unknown: each is kept as needed."""
+    several changes the one to blame is unknown: each is kept as needed. A rerun that only
+    printed something else (or could not be watched) proves nothing either way: the site is
+    then "could not tell: kept" (``unproven``), not needed."""
+    if proof is not None and not proof.refutes:
+        record.unproven = proof.reason
+        return
     record.needed = True
     record.reused_executions = record.executions
     record.reused_by = [  # English, as the JSON is: the report shows it in its language
@@ -283,9 +290,13 @@ def _prove(edits: dict, changed: int, program, lang: str):
     proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, forced)
     if not proof.proven and proof.ran:  # a rerun that did not happen refutes nothing
         for site in sites:
-            _refuted(site.record, changed)
-            site.reason = message("k_refuted_one", lang) if changed == 1 else message(
-                "k_refuted_many", lang, n=changed)
+            _refuted(site.record, changed, proof)
+            if not proof.refutes:
+                site.reason = message("k_unproven", lang)
+            elif changed == 1:
+                site.reason = message("k_refuted_one", lang)
+            else:
+                site.reason = message("k_refuted_many", lang, n=changed)
     return proof
 
 
@@ -321,7 +332,7 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
         how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
     if proof is not None and not proof.proven and proof.ran:
         for record in records:
-            _refuted(record, n)
+            _refuted(record, n, proof)
     return message("gate_proof_one" if n == 1 else "gate_proof_many", lang, n=n, how=how)
 
 

@@ -65,7 +65,7 @@ _FORK_PIPE: list = []
 
 
 def _before_fork():
-    if _AUDITED and not _AUDITED[0].in_child:
+    if _AUDITED:  # in a forked child too: a grandchild is told to the parent through the log
         try:
             _FORK_PIPE[:] = os.pipe()
         except OSError:
@@ -99,7 +99,11 @@ def _after_fork_in_parent():
         if select.select([read], [], [], 5.0)[0]:
             pid = os.read(read, 32)
             if pid.isdigit() and _AUDITED:
-                _AUDITED[0].forked.append(int(pid))
+                session = _AUDITED[0]
+                if session.in_child:
+                    session.log(f"pid\t{int(pid)}\n")
+                else:
+                    session.forked.append(int(pid))
         os.close(read)
     except OSError:
         pass
@@ -226,6 +230,7 @@ class Session:
         # (file name, line) of every user frame on the stack of a backward()/grad() call: a
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
+        self.walked: dict = {}  # stack shape -> its lines (see run)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.in_child = False  # this process is a child forked during the audit
         self.forked: list[int] = []  # the pids of the children forked during the audit
@@ -268,18 +273,29 @@ class Session:
                 self.dynamic_reads.append(where)
 
     # -- patching ---------------------------------------------------------------------------
-    def tell_parent(self, records) -> None:
-        """In a forked child: these records' retained graph was walked again here."""
+    def log(self, text: str) -> None:
+        """In a forked child: append to the parent's log, which the parent created at the
+        start; once it has read and removed it at the end, nothing is written (no file left
+        behind): a child still running then was counted as such."""
         try:
-            with open(self.fork_log, "a", encoding="utf-8") as f:
-                f.write("".join(f"site\t{r.file}\t{r.line}\n" for r in records))
+            fd = os.open(self.fork_log, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            return
+        try:
+            os.write(fd, text.encode("utf-8", "replace"))
         except OSError:
             pass
+        finally:
+            os.close(fd)
+
+    def tell_parent(self, records) -> None:
+        """In a forked child: these records' retained graph was walked again here."""
+        self.log("".join(f"site\t{r.file}\t{r.line}\n" for r in records))
 
     def children(self) -> tuple[set, list[int]]:
         """In the parent, at the end: ({(file, line) reused in a forked child}, [pids of
         forked children still running]); the log is removed."""
-        reused = set()
+        reused, pids = set(), list(self.forked)
         try:
             with open(self.fork_log, encoding="utf-8") as f:
                 rows = [line.rstrip("\n").split("\t") for line in f]
@@ -289,9 +305,16 @@ class Session:
         for row in rows:
             if row[0] == "site" and len(row) == 3 and row[2].isdigit():
                 reused.add((row[1], int(row[2])))
-        return reused, [pid for pid in self.forked if _alive(pid)]
+            elif row[0] == "pid" and len(row) == 2 and row[1].isdigit():
+                pids.append(int(row[1]))  # a grandchild, forked by a forked child
+        return reused, [pid for pid in dict.fromkeys(pids) if _alive(pid)]
 
     def install(self):
+        try:  # forked children append to it (Session.log); it must exist before any fork
+            with open(self.fork_log, "w", encoding="utf-8"):
+                pass
+        except OSError:
+            pass
         if not _FORK_HOOK and hasattr(os, "register_at_fork"):
             os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child,
                                 after_in_parent=_after_fork_in_parent)
@@ -499,12 +522,20 @@ class Session:
             key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
         record = None
         retaining = explicit and user
-        f, depth, lines = frame, 0, []
-        while f is not None and depth < 24:  # cheaper than chain(): no filter, plain adds
-            lines.append((f.f_code.co_filename, f.f_lineno))
-            f, depth = f.f_back, depth + 1
-        del f
-        self.ran_lines.update(lines)
+        # The lines on its stack, for _untaken: walked once per stack shape (a loop repeats one)
+        back = frame.f_back if frame is not None else None
+        shape = (frame and frame.f_code, frame and frame.f_lineno,
+                 back and back.f_code, back and back.f_lineno)
+        lines = self.walked.get(shape)
+        if lines is None:
+            f, depth, lines = frame, 0, []
+            while f is not None and depth < 24:  # no filter: plain adds
+                lines.append((f.f_code.co_filename, f.f_lineno))
+                f, depth = f.f_back, depth + 1
+            del f
+            self.ran_lines.update(lines)
+            self.walked[shape] = lines = tuple(lines)
+        del back
         if retaining:
             record = self.records.get(key)
             if record is None:
@@ -515,12 +546,14 @@ class Session:
                         record = CallRecord(key[0], key[1], function, code, kind)
                         record._source = filename  # the code's own file name, for the proof
                         record._frames = set()  # (file, line) on its stacks: _untaken
+                        record._shapes = set()
                         self.records[key] = record
                         self.report.calls.append(record)
                         self.started[record] = []
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
-        if retaining:
+        if retaining and shape not in record._shapes:
+            record._shapes.add(shape)
             record._frames.update(lines)  # each function on the way to it: _untaken
         index = 0
         retain = arguments.get("retain_graph")
@@ -807,8 +840,15 @@ class _Engine:
 
 
 def _alive(pid: int) -> bool:
-    """The process runs (a zombie, finished but not yet reaped, does not; /proc tells them
-    apart on Linux, elsewhere a zombie counts as running: in doubt, running)."""
+    """The process runs and may hold the graph: a zombie (finished, not yet reaped) does not,
+    nor a process that replaced its program by another (``exec``: ``subprocess`` with a
+    ``preexec_fn`` runs the fork hooks too). /proc tells these apart on Linux; elsewhere
+    such a process counts as running: in doubt, running."""
+    try:
+        if os.readlink(f"/proc/{pid}/exe") != os.readlink("/proc/self/exe"):
+            return False
+    except OSError:
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -41,6 +41,9 @@ class Proof:
     reason: str  # one line: what the rerun did
     seconds: float
     ran: bool = True  # False: no rerun happened (under torchrun, or it could not start)
+    # True: the rerun failed or met a freed-graph error (the flag was needed); False: it only
+    # printed something else or could not be watched (not proven, not refuted)
+    refutes: bool = True
 
 
 @dataclass
@@ -118,14 +121,14 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     if caught:
         return Proof(False, m("proof_caught", error=caught), seconds)
     if own_tracer:
-        return Proof(False, m("proof_tracer"), seconds)
+        return Proof(False, m("proof_tracer"), seconds, refutes=False)
     # Lines compared in any order: a program's prints and its subprocesses' output may
     # interleave differently through a pipe than on a terminal.
     if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(
         program.stdout.splitlines()
     ):
         diff = _first_difference(program.stdout, proc.stdout, lang)
-        return Proof(False, m("proof_stdout", diff=diff), seconds)
+        return Proof(False, m("proof_stdout", diff=diff), seconds, refutes=False)
     return Proof(True, m("proof_ok", status=proc.returncode, seconds=f"{seconds:.1f}"), seconds)
 
 

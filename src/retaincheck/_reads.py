@@ -169,6 +169,23 @@ def _folded(expr: ast.AST) -> str | None:
     return None
 
 
+def _node_sources(tree: ast.AST) -> frozenset[str]:
+    """``_NODE_SOURCES`` and the names they are imported under in this file
+    (``from torch.autograd.graph import get_gradient_edge as edge_of``)."""
+    names = set(_NODE_SOURCES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.update(a.asname for a in node.names if a.asname and a.name in _NODE_SOURCES)
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Attribute, ast.Name))
+              and (node.value.attr if isinstance(node.value, ast.Attribute)
+                   else node.value.id) in _NODE_SOURCES):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
+_sources: frozenset[str] = _NODE_SOURCES  # of the file being searched (lines_reading_...)
+
+
 def _names_a_node(node: ast.AST) -> bool:
     """``get_gradient_edge(t)`` and the like, or ``getattr(t, "grad" + "_fn")``: a value
     that is (or holds) a graph node."""
@@ -176,12 +193,15 @@ def _names_a_node(node: ast.AST) -> bool:
         return False
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if name in _NODE_SOURCES:
+    if name in _sources:
         return True
+    if isinstance(func, ast.Call) and _names_a_node(func):
+        return True  # getattr(graph, "get_gradient_edge")(y)
     if name in _GETTERS:
         for arg in node.args[1:2] if name == "getattr" else node.args:
             text = _folded(arg)
-            if text is not None and any(part in _NODE_ATTRS for part in text.split(".")):
+            if text is not None and any(part in _NODE_ATTRS or part in _NODE_SOURCES
+                                        for part in text.split(".")):
                 return True
     return False
 
@@ -196,6 +216,8 @@ def lines_reading_saved_tensors(source: str, own: bool = True) -> tuple[int, ...
     except (SyntaxError, ValueError):
         return ()
     names = saved_attribute_names()
+    global _sources
+    _sources = _node_sources(tree)
     node_names = _node_names(tree)
     docstrings = {
         id(body[0].value)
@@ -412,8 +434,9 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
     level of the file, when it is there; nested functions and classes are other functions),
     that no backward pass of this run came from: none of their lines is in ``ran``, the
     ``(file, line)`` of the frames on the stack of every call the audit saw.
-    ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; in that file
-    only the calls inside its block count (what runs after it is not audited)."""
+    ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; when ``line``
+    is inside that block, only the calls inside it count (what runs after it is not audited).
+    """
     tree = _tree(path)
     if tree is None:
         return []
@@ -422,7 +445,7 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         with_node = next((n for n in ast.walk(tree) if isinstance(n, (ast.With, ast.AsyncWith))
                           and n.lineno <= block[1] <= (n.end_lineno or n.lineno)
                           and n.body and block[1] < n.body[0].lineno), None)
-        if with_node is not None:
+        if with_node is not None and with_node.lineno <= line <= (with_node.end_lineno or 0):
             low, high = with_node.lineno, with_node.end_lineno or with_node.lineno
     scope = tree
     while True:  # the innermost function (or class body) holding the line

@@ -82,6 +82,11 @@ class CallRecord:
     "fork") still running at its end: they hold a copy of the graph and may walk it, so a site
     nothing else reused is ``"could not tell: kept"``. A reuse in a forked child that is seen
     (it ran before the end) makes the site needed."""
+    unproven: str = ""
+    """Why the proof's rerun without this flag (``--fix``, ``--fail-on-unneeded``) did not
+    complete as the audited run did, when it neither failed nor met a freed-graph error (its
+    standard output differed, or the program set its own trace function): the site is then
+    ``"could not tell: kept"``; "" when no such rerun ran."""
     notes: set[str] = field(default_factory=set, repr=False)
     """How the graph was reused (by another line, by the same line, after an optimizer step,
     ...): what the suggestion is fitted to."""
@@ -131,6 +136,7 @@ class CallRecord:
             "unseen_reads": list(self.unseen_reads),
             "unseen_calls": list(self.unseen_calls),
             "running_children": list(self.running_children),
+            "unproven": self.unproven,
             "suggestion": self.suggestion,
         }
 
@@ -231,6 +237,8 @@ class Report:
                 verdict += m("why_unseen", reads=", ".join(c.unseen_reads[:3]))
                 if len(c.unseen_reads) > 3:
                     verdict += m("why_unseen_more", more=len(c.unseen_reads) - 3)
+            elif c.verdict == _verdicts.COULD_NOT_TELL and c.unproven:
+                verdict += m("why_unproven", reason=c.unproven)
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.running_children:
                 verdict += m("why_child", pids=", ".join(map(str, c.running_children)))
             elif c.verdict == _verdicts.COULD_NOT_TELL:

@@ -37,6 +37,8 @@ def _suggestion_key(record) -> tuple[str, dict]:
         return "s_leak", {}
     if verdict == v.COULD_NOT_TELL and record.unseen_reads:
         return "s_could_not_tell", {"read": record.unseen_reads[0]}
+    if verdict == v.COULD_NOT_TELL and record.unproven:
+        return "s_unproven", {}
     if verdict == v.COULD_NOT_TELL and record.running_children:
         return "s_child", {}
     if verdict == v.COULD_NOT_TELL:

@@ -42,7 +42,8 @@ def verdict(record) -> str:
         return LEAK
     if record.needed:
         return NEEDED
-    if record.unseen_reads or getattr(record, "running_children", None):
+    if (record.unseen_reads or getattr(record, "running_children", None)
+            or getattr(record, "unproven", "")):
         return COULD_NOT_TELL
     if not record.run_completed:
         return NOT_NEEDED_SO_FAR
