@@ -90,7 +90,8 @@ EN: dict[str, str] = {
     "p_unneeded_one": "{n} retain_graph=True call site not needed ({counts}):",
     "p_unneeded_many": "{n} retain_graph=True call sites not needed ({counts}):",
     "p_kept": "    kept {size} of saved tensors; not needed in:",
-    "p_fail": "--retaincheck-fail: exit status {status} when all tests passed",
+    "p_fail": "--retaincheck-fail: exit status {status} when all tests passed (unproven: no "
+    "rerun; python -m retaincheck --fail-on-unneeded on a script reruns it without the flag)",
     "p_unaudited": "not audited (another retaincheck.audit() was active): {n} test(s); mark "
     "them @pytest.mark.no_retaincheck",
     # suggestions (_suggest.suggestion)
@@ -245,7 +246,8 @@ ZH: dict[str, str] = {
     "p_unneeded_one": "{n} 处 retain_graph=True 不需要（{counts}）：",
     "p_unneeded_many": "{n} 处 retain_graph=True 不需要（{counts}）：",
     "p_kept": "    保留了保存张量 {size}；以下测试中不需要：",
-    "p_fail": "--retaincheck-fail：所有测试通过时，退出状态为 {status}",
+    "p_fail": "--retaincheck-fail：所有测试通过时，退出状态为 {status}（未经验证：没有重新运行；"
+    "对脚本运行 python -m retaincheck --fail-on-unneeded 会去掉参数重新运行来验证）",
     "p_unaudited": "未审查（已有另一个 retaincheck.audit() 在运行）：{n} 个测试；"
     "请给它们加上 @pytest.mark.no_retaincheck",
     "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"
