@@ -42,7 +42,7 @@ for run in runs.values():
 assert runs["en"].stdout.splitlines()[start + 1] == (
     "1 retain_graph=True call site not needed (2 tests audited, 3 backward()/grad() calls seen):"
 )
-assert "1 处 retain_graph=True 不需要（审查了 2 个测试，见到 3 次 backward()/grad() 调用）：" in (
+assert "1 处 retain_graph=True 不需要（检查了 2 个测试，记录到 3 次 backward()/grad() 调用）：" in (
     runs["zh"].stdout.splitlines()
 )
 # --8<-- [end:proof]

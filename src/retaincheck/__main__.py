@@ -165,10 +165,12 @@ def _parse(argv: list[str]) -> Options | int:
         opts.script, opts.args = argv[i], argv[i + 1 :]
     if opts.json and opts.json_path is not None:
         raise BadInput("give either --json (to standard output) or --json=PATH, not both")
+    # Command-line errors stay in English whatever --lang says, as Python's own do (no line
+    # that mixes an English prefix with Chinese)
     if opts.write and not opts.fix:
-        raise BadInput(message("e_write", opts.lang))
+        raise BadInput(message("e_write"))
     if opts.skip_proof and not (opts.fix or opts.fail_on_unneeded):
-        raise BadInput(message("e_skip_proof", opts.lang))
+        raise BadInput(message("e_skip_proof"))
     return opts
 
 

@@ -207,83 +207,89 @@ EN: dict[str, str] = {
 }
 
 ZH: dict[str, str] = {
-    "stopped": "retaincheck：程序提前停止（{why}）；在此之前没有被再次使用的计算图，"
-    "结论只能是“目前不需要”",
+    "stopped": "retaincheck：程序提前停止（{why}）；停止前没有被再次使用的计算图，"
+    "只能判为“目前不需要”",
     "no_calls": "retaincheck：没有 backward() 或 autograd.grad() 调用使用 retain_graph=True。",
     "header_one": "retaincheck：{n} 处调用使用了 retain_graph=True",
     "header_many": "retaincheck：{n} 处调用使用了 retain_graph=True",
     "raised_before": "{site}  {code}  （返回前就抛出了异常）",
-    "ran_once": "{site}  {code}  （运行 1 次）",
-    "ran_times": "{site}  {code}  （运行 {n} 次）",
+    "ran_once": "{site}  {code}  （执行 1 次）",
+    "ran_times": "{site}  {code}  （执行 {n} 次）",
     "verdict": "    结论：{verdict}",
-    "why_raised": "：调用抛出了异常，它的计算图无从判断",
-    "why_walked": "：再次遍历这张计算图的是{by}",
-    "why_walked_runs": "（{runs} 次运行中有 {reused} 次被再次使用）",
-    "why_unseen": "：之后没有 backward() 或 grad() 遍历这张计算图，但 {reads} 处的代码"
+    "why_raised": "。调用抛出了异常，它的计算图无从判断",
+    "why_walked": "。再次遍历这张计算图的是{by}",
+    "why_walked_runs": "（{runs} 次执行中有 {reused} 次被再次使用）",
+    "why_unseen": "。之后没有 backward() 或 grad() 遍历这张计算图，但 {reads} 处的代码"
     "可能读取保存张量",
     "why_unseen_more": "等（另有 {more} 处）",
-    "why_not_walked": "：本次运行中，之后没有 backward() 或 grad() 遍历这张计算图"
+    "why_not_walked": "。本次运行中，之后没有 backward() 或 grad() 遍历这张计算图"
     "（本次没有走到的代码路径不在检查范围内）",
-    "kept": "    保留：保存张量 {size}",
-    "kept_runs": "    保留：保存张量 {size}（最大的一次运行），同一时刻最多 {peak}",
+    "kept": "    保留的保存张量：{size}",
+    "kept_runs": "    保留的保存张量：{size}（各次执行中最多），同一时刻最多 {peak}",
     "suggest": "    建议：{text}",
-    "total": "同一时刻保留的总量最多：{size}，每块存储只计一次"
-    "（几处调用共同保留的存储，在上面每处都会计入）",
+    "total": "同一时刻最多共保留 {size}（每块存储只计一次；"
+    "几处调用共同保留的存储，在上面每一处都计入）",
     "v_needed": "需要（NEEDED）",
     "v_leak": "需要，只因历史泄漏（NEEDED_ONLY_BECAUSE_HISTORY_LEAKS）",
-    "v_could_not_tell": "无法判断，保留（COULD_NOT_TELL_KEPT）",
+    "v_could_not_tell": "无法判断，留着（COULD_NOT_TELL_KEPT）",
     "v_not_needed": "不需要（NOT_NEEDED）",
     "v_not_needed_so_far": "目前不需要，程序提前停止（NOT_NEEDED_SO_FAR_RUN_STOPPED_EARLY）",
     "v_did_not_complete": "未完成（DID_NOT_COMPLETE）",
     "gate_incomplete": "retaincheck：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
     "gate_one": "retaincheck：1 处 retain_graph=True 不需要（退出状态 {status}）",
     "gate_many": "retaincheck：{n} 处 retain_graph=True 不需要（退出状态 {status}）",
-    "p_tests_one": "审查了 {n} 个测试，",
-    "p_tests_many": "审查了 {n} 个测试，",
-    "p_calls_one": "见到 {n} 次 backward()/grad() 调用",
-    "p_calls_many": "见到 {n} 次 backward()/grad() 调用",
+    "p_tests_one": "检查了 {n} 个测试，",
+    "p_tests_many": "检查了 {n} 个测试，",
+    "p_calls_one": "记录到 {n} 次 backward()/grad() 调用",
+    "p_calls_many": "记录到 {n} 次 backward()/grad() 调用",
     "p_none": "没有发现不需要的 retain_graph=True（{counts}）",
     "p_unneeded_one": "{n} 处 retain_graph=True 不需要（{counts}）：",
     "p_unneeded_many": "{n} 处 retain_graph=True 不需要（{counts}）：",
-    "p_kept": "    保留了保存张量 {size}；以下测试中不需要：",
+    "p_kept": "    保留的保存张量：{size}；在以下测试中不需要",
     "p_fail": "--retaincheck-fail：所有测试通过时，退出状态为 {status}（未经验证：没有重新运行；"
     "对脚本运行 python -m retaincheck --fail-on-unneeded 会去掉参数重新运行来验证）",
-    "p_unaudited": "未审查（已有另一个 retaincheck.audit() 在运行）：{n} 个测试；"
+    "p_unaudited": "未检查（已有另一个 retaincheck.audit() 在运行）：{n} 个测试；"
     "请给它们加上 @pytest.mark.no_retaincheck",
     "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"
     "再运行一次 retaincheck",
     "s_leak": "把带入下一轮迭代的隐藏状态（或累计值）分离出来，例如 h = h.detach()，"
     "再去掉 retain_graph=True",
-    "s_could_not_tell": "保留：程序在 {read} 处读取保存张量（grad_fn._saved_*、"
+    "s_could_not_tell": "留着这个参数。程序在 {read} 处读取保存张量（grad_fn._saved_*、"
     "ctx.saved_tensors），retaincheck 无法确定读的是哪张计算图；去掉这个参数后，"
     "一旦 backward() 释放了保存张量，这次读取就会报错",
     "s_so_far": "程序停止前没有调用再次使用这张计算图：先让脚本完整运行，再检查一次，"
     "然后再决定是否去掉 retain_graph=True",
     "s_not_needed_create": "没有调用再次遍历这张计算图；create_graph=True 本身就会保留它，"
     "所以要传 retain_graph=False 才能释放",
-    "s_not_needed": "去掉 retain_graph=True：没有调用再次遍历这张计算图",
-    "s_create": "保留（create_graph=True 已经隐含 retain_graph=True，这个参数本身可以去掉）",
-    "s_rows_backward": "保留：每次运行都沿同一个输出反向传播自己的梯度（每个类别或每一行一个）；"
-    "如果第一次运行前所有梯度都已知，可以用 torch.autograd.grad(out, inputs, "
+    "s_not_needed": "去掉 retain_graph=True，之后没有调用再遍历这张计算图",
+    "s_create": "计算图需要保留；create_graph=True 已经隐含 retain_graph=True，"
+    "所以这个参数本身可以去掉",
+    "s_rows_backward": "留着这个参数。每次执行都沿同一个输出反向传播自己的梯度"
+    "（每个类别或每一行一个）；"
+    "如果第一次执行前所有梯度都已知，也可以用 torch.autograd.grad(out, inputs, "
     "grad_outputs=rows, is_grads_batched=True) 一次算完",
-    "s_step_between": "保留：这次 backward() 与再次使用计算图的那次之间执行了优化器的 step"
+    "s_step_between": "留着这个参数。这次 backward() 与再次使用计算图的那次之间做了优化器更新"
     "（如 GAN 中 D 和 G 的更新），不能简单地把损失相加。有一点只有你能确认：如果第一个损失"
     "不该训练共享部分，可以让它看到分离后的副本（例如 D(fake.detach())），这个参数就可以去掉；"
-    "如果它的梯度必须传到共享部分，两处都要保留",
-    "s_grad_between": "保留：这次 backward() 与再次使用其计算图的那次之间，代码读取、清零梯度"
-    "或用梯度执行了 step（.grad、zero_grad()、step()），不能把损失合成一次 backward()",
-    "s_self_backward": "如果这些 backward() 是有意重复使用同一次前向传播，就保留：如果梯度只是"
-    "累加（中间没有 zero_grad()、优化器的 step 或读取梯度），把损失相加后调用一次 backward()；"
+    "如果它的梯度必须传到共享部分，两处都要留着",
+    "s_grad_between": "留着这个参数。这次 backward() 与再次使用其计算图的那次之间，"
+    "代码读取或清零了梯度、"
+    "做了优化器更新（.grad、zero_grad()、step()），或者有梯度钩子分别看到每次调用的梯度，"
+    "不能把损失合成一次 backward()",
+    "s_self_backward": "如果这些 backward() 是有意重复使用同一次前向传播，就留着这个参数；"
+    "如果梯度只是"
+    "累加（中间没有 zero_grad()、优化器更新或读取梯度），也可以把损失相加后调用一次 backward()；"
     "如果是把隐藏状态或累计值带入下一轮迭代，而它的梯度不必传回更早的迭代（这一点只有你能确认），"
     "就把它分离出来（h = h.detach()），去掉这个参数",
-    "s_sum": "保留；或者，如果梯度只是累加（几次 backward() 之间没有 zero_grad()、优化器的 step "
-    "或读取梯度），把损失相加后调用一次 backward()",
-    "s_batched": "保留；或者，如果第一次调用前所有 grad_outputs 都已知（同一个雅可比矩阵的各行，"
-    "而不是幂迭代），用 is_grads_batched=True 一次算完",
-    "s_all_inputs": "保留；或者一次调用对所有输入求梯度：torch.autograd.grad(outputs, "
+    "s_sum": "留着这个参数；如果梯度只是累加（几次 backward() 之间没有 zero_grad()、优化器更新"
+    "或读取梯度），也可以把损失相加后只调用一次 backward()",
+    "s_batched": "留着这个参数；如果第一次调用前所有 grad_outputs 都已知（同一个雅可比矩阵的各行，"
+    "而不是幂迭代），也可以用 is_grads_batched=True 一次算完",
+    "s_all_inputs": "留着这个参数；或者一次调用就对所有输入求梯度，"
+    "写成 torch.autograd.grad(outputs, "
     "[input_1, input_2, ...])",
-    "s_self_grad": "保留：这一行 grad() 之后的运行沿同一张计算图求梯度",
-    "s_walked_by": "保留：再次遍历这张计算图的是{by}",
+    "s_self_grad": "留着这个参数，这一行 grad() 之后的执行还要沿同一张计算图求梯度",
+    "s_walked_by": "留着这个参数，因为再次遍历这张计算图的是{by}",
     "bytes": "{n} 字节",
     "f_nothing_to_fix": "retaincheck --fix：无需修改（没有调用使用 retain_graph=True）",
     "f_nothing_to_change": "retaincheck --fix：没有可改的地方",
@@ -310,7 +316,7 @@ ZH: dict[str, str] = {
     "k_incomplete_stopped": "不改：程序没有运行完（提前停止），所有结论都不是最终结论",
     "k_raised": "不改：未完成（这个位置的每次调用都抛出了异常）",
     "k_needed": "不改：需要（再次遍历计算图的是{by}）",
-    "k_needed_runs": "不改：需要（{runs} 次运行中有 {reused} 次被再次遍历，来自{by}）",
+    "k_needed_runs": "不改：需要（{runs} 次执行中有 {reused} 次被再次遍历，来自{by}）",
     "k_could_not_tell": "不改：无法判断（{read} 处的代码可能读取保存张量）",
     "k_leak": "不改：需要，只因历史泄漏（先把带入下一轮迭代的状态分离出来）",
     "k_create": "不改：create_graph=True 本身就会保留计算图（retain_graph 的默认值就是 "
@@ -344,8 +350,6 @@ ZH: dict[str, str] = {
     "proof_lines": "{old} 行变成了 {new} 行",
     "proof_no_output": "没有输出",
     "proof_ok": "应用改动后重新运行，与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
-    "e_write": "--write 只能和 --fix 一起用",
-    "e_skip_proof": "--skip-proof 只能和 --fix 或 --fail-on-unneeded 一起用",
 }
 
 # The gate's proof (--fail-on-unneeded without --fix), calls that did not run, forked children.
@@ -382,20 +386,21 @@ ZH.update({
     "gate_proof_many": "retaincheck：去掉这 {n} 处 retain_graph=True 做了核对（没有写入文件）。"
     "{how}",
     "gate_skipped": "retaincheck：用了 --skip-proof，没有去掉这个参数重新运行，结论未经验证",
-    "why_untaken": "：本次运行中，之后没有 backward() 或 grad() 遍历这张计算图，但 {calls} "
+    "why_untaken": "。本次运行中，之后没有 backward() 或 grad() 遍历这张计算图，但 {calls} "
     "处的 backward()/grad() 调用一次也没有执行；换一条这次没走的路径，它就可能遍历这张图",
     "k_untaken": "不改：无法判断（{call} 处的调用这次没有执行）",
-    "s_untaken": "先不改；或者换一组能执行到 {call} 的参数运行程序（它是这次调用旁边没有执行的 "
+    "s_untaken": "先留着这个参数；或者换一组能执行到 {call} 的参数运行程序"
+    "（它是这次调用旁边没有执行的 "
     "backward() 或 grad()），再检查一次",
     "by_child": "fork 出来的子进程",
-    "why_unproven": "：之后没有 backward() 或 grad() 遍历这张计算图，但去掉这个参数后重新运行，"
+    "why_unproven": "。之后没有 backward() 或 grad() 遍历这张计算图，但去掉这个参数后重新运行，"
     "结果与这次不一致（{reason}），所以去掉它未经验证",
-    "s_unproven": "先不改；如果输出每次运行都会变（计时、日期），先让输出可以复现，或者加 "
+    "s_unproven": "先留着这个参数；如果输出每次运行都会变（计时、日期），先让输出可以复现，或者加 "
     "--skip-proof 再检查",
     "k_unproven": "不改：无法判断（去掉参数后的重新运行不能作为验证）",
-    "why_child": "：本进程中，之后没有 backward() 或 grad() 遍历这张计算图，但运行期间 fork "
+    "why_child": "。本进程中，之后没有 backward() 或 grad() 遍历这张计算图，但运行期间 fork "
     "出来的子进程（pid {pids}）在运行结束时仍未退出，它可能遍历这张图",
-    "s_child": "先不改；或者在运行结束前等 fork 出来的子进程全部退出（join），再检查一次",
+    "s_child": "先留着这个参数；或者在运行结束前等 fork 出来的子进程全部退出（join），再检查一次",
     "k_child": "不改：无法判断（fork 出来的子进程 pid {pids} 仍在运行）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
 })
