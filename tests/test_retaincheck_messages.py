@@ -191,3 +191,26 @@ def test_fix_errors_and_a_refuted_site_in_chinese():
     chinese = Report(calls=[record]).format("zh")
     assert "再次遍历这张计算图的是去掉全部 2 处 retain_graph=True 后的重新运行" in chinese
     assert [line for line in chinese.splitlines() if english_runs(line)] == []
+
+
+def test_the_api_pages_list_every_verdict_and_field_as_the_source_has_them():
+    """revzh4b: the verdict tables of both API pages hold every verdict string the source has,
+    with the Chinese report's own words; the field tables name every field."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from retaincheck import CallRecord, Report
+
+    root = Path(__file__).resolve().parent.parent / "docs" / "reference"
+    for name in ("api.md", "api.zh.md"):
+        text = (root / name).read_text(encoding="utf-8")
+        section = text[text.index("{ #verdicts }"):text.index("{ #terms }")]
+        rows = re.findall(r'^\| `"([^"]+)"` \| ([^|]+) \|', section, flags=re.M)
+        assert {v: zh.strip() for v, zh in rows} == {
+            v: _messages.ZH[key] for v, key in VERDICT_KEYS.items()
+        }, name
+        first_cells = " ".join(re.findall(r"^\| ([^|]+) \|", text, flags=re.M))
+        for cls in (Report, CallRecord):
+            for field in dataclasses.fields(cls):
+                assert f"`{field.name}`" in first_cells, (name, field.name)
