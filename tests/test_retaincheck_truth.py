@@ -266,3 +266,25 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
     )
     assert untaken_calls(str(path), 7, {(str(path), 7)}) == [6, 9]
     assert untaken_calls(str(path), 7, {(str(path), 7), (str(path), 6), (str(path), 9)}) == []
+
+
+@pytest.mark.parametrize("read", [
+    'getattr(y.grad_fn, "%sed_self" % "_sav")',
+    'getattr(y.grad_fn, "{}{}".format("_sav", "ed_self"))',
+    'getattr(y.grad_fn, "_saved_self" if flag else "_saved_other")',
+    'getattr(y.grad_fn, PRE + "ed_self")',
+    'getattr(y.grad_fn, "_".join(["", "saved", "self"]))',
+    'edge_of(y).node(g)',
+    'getattr(graph, "get_gradient" + "_edge")(y).node(g)',
+])
+def test_names_from_literal_pieces_and_aliases_are_reads(read):
+    """rev27f c01-c04, c12: pieces joined by +, %, format, join or a branch, a module-level
+    constant, and other names for get_gradient_edge, are found; a name built while the
+    program runs is not (the documented limit the gate's rerun covers)."""
+    from retaincheck._reads import lines_reading_saved_tensors
+
+    head = ('from torch.autograd import graph\n'
+            'from torch.autograd.graph import get_gradient_edge as edge_of\nPRE = "_sav"\n')
+    assert lines_reading_saved_tensors(head + read + "\n") == (4,)
+    assert lines_reading_saved_tensors('name = "_sav"\nname += "ed_self"\n'
+                                       'getattr(y.grad_fn, name)\n') == ()

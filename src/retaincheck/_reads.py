@@ -148,25 +148,87 @@ def _node_names(tree: ast.AST) -> set[str]:
             return tainted
 
 
-def _folded(expr: ast.AST) -> str | None:
-    """The text of a string put together from literal pieces (``"_sav" + "ed_result"``,
-    ``f"{'_saved'}_self"``, ``"".join(["_saved", "_self"])``), else None."""
+_consts: dict[str, ast.AST] = {}  # the file's module-level names bound once (lines_reading_...)
+_MAX_TEXTS = 64
+
+
+def _texts(expr: ast.AST, depth: int = 0) -> frozenset[str] | None:
+    """Every text a string put together from literal pieces can have: ``"_sav" + "ed_result"``,
+    ``f"{'_saved'}_self"``, ``"".join([...])``, ``"%sed_self" % "_sav"``,
+    ``"{}{}".format(...)``, ``a if c else b`` (both), a module-level name bound once to one of
+    these (``PRE = "_sav"``); None when a piece is not literal."""
+    if depth > 20:
+        return None
+    def sub(e):
+        return _texts(e, depth + 1)
+
+    def products(parts):
+        """Every choice of one text per part, as tuples; None when too many or unknown."""
+        if any(p is None for p in parts):
+            return None
+        out = [()]
+        for part in parts:
+            out = [(*a, b) for a in out for b in part]
+            if len(out) > _MAX_TEXTS:
+                return None
+        return out
+
+    def combine(parts, join):
+        choices = products(parts)
+        return None if choices is None else frozenset(join(c) for c in choices)
+
     if isinstance(expr, ast.Constant):
-        return expr.value if isinstance(expr.value, str) else None
+        return frozenset({expr.value}) if isinstance(expr.value, str) else None
+    if isinstance(expr, ast.Name) and expr.id in _consts:
+        return sub(_consts[expr.id])
+    if isinstance(expr, ast.IfExp):
+        a, b = sub(expr.body), sub(expr.orelse)
+        return None if a is None or b is None else a | b
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        left, right = _folded(expr.left), _folded(expr.right)
-        return None if left is None or right is None else left + right
+        return combine([sub(expr.left), sub(expr.right)], "".join)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod):
+        args = expr.right.elts if isinstance(expr.right, ast.Tuple) else [expr.right]
+        choices = products([sub(expr.left), *(sub(a) for a in args)])
+        if choices is None:
+            return None
+        try:
+            return frozenset(c[0] % c[1:] for c in choices)
+        except (TypeError, ValueError):
+            return None
     if isinstance(expr, ast.JoinedStr):
-        parts = [_folded(v.value if isinstance(v, ast.FormattedValue) else v)
-                 for v in expr.values]
-        return None if None in parts else "".join(parts)
-    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
-            and expr.func.attr == "join" and len(expr.args) == 1
-            and isinstance(expr.args[0], (ast.List, ast.Tuple))):
-        sep = _folded(expr.func.value)
-        parts = [_folded(e) for e in expr.args[0].elts]
-        return None if sep is None or None in parts else sep.join(parts)
+        return combine([sub(v.value if isinstance(v, ast.FormattedValue) else v)
+                        for v in expr.values], "".join)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.keywords:
+        if (expr.func.attr == "join" and len(expr.args) == 1
+                and isinstance(expr.args[0], (ast.List, ast.Tuple))):
+            choices = products([sub(expr.func.value), *(sub(e) for e in expr.args[0].elts)])
+            return None if choices is None else frozenset(c[0].join(c[1:]) for c in choices)
+        if expr.func.attr == "format":
+            choices = products([sub(expr.func.value), *(sub(a) for a in expr.args)])
+            if choices is None:
+                return None
+            try:
+                return frozenset(c[0].format(*c[1:]) for c in choices)
+            except (IndexError, KeyError, ValueError):
+                return None
     return None
+
+
+def _module_constants(tree: ast.AST) -> dict[str, ast.AST]:
+    """Names bound exactly once, at the top level of the file, by a plain assignment."""
+    seen: dict[str, list] = {}
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = [t for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target,
+                                                                            ast.Name):
+            targets = [node.target]
+        for t in targets:
+            seen.setdefault(t.id, []).append(node)
+    top = {id(n) for n in getattr(tree, "body", [])}
+    return {name: nodes[0].value for name, nodes in seen.items()
+            if len(nodes) == 1 and id(nodes[0]) in top and isinstance(nodes[0], ast.Assign)}
 
 
 def _node_sources(tree: ast.AST) -> frozenset[str]:
@@ -199,9 +261,9 @@ def _names_a_node(node: ast.AST) -> bool:
         return True  # getattr(graph, "get_gradient_edge")(y)
     if name in _GETTERS:
         for arg in node.args[1:2] if name == "getattr" else node.args:
-            text = _folded(arg)
-            if text is not None and any(part in _NODE_ATTRS or part in _NODE_SOURCES
-                                        for part in text.split(".")):
+            texts = _texts(arg)
+            if texts is not None and any(part in _NODE_ATTRS or part in _NODE_SOURCES
+                                         for text in texts for part in text.split(".")):
                 return True
     return False
 
@@ -216,8 +278,9 @@ def lines_reading_saved_tensors(source: str, own: bool = True) -> tuple[int, ...
     except (SyntaxError, ValueError):
         return ()
     names = saved_attribute_names()
-    global _sources
+    global _sources, _consts
     _sources = _node_sources(tree)
+    _consts = _module_constants(tree)
     node_names = _node_names(tree)
     docstrings = {
         id(body[0].value)
@@ -243,11 +306,13 @@ def lines_reading_saved_tensors(source: str, own: bool = True) -> tuple[int, ...
                     found.add(child.lineno)
             elif isinstance(child, ast.Call) and _calls_a_node(child.func, node_names):
                 found.add(child.lineno)  # y.grad_fn(g): Node::operator() unpacks, no pre-hook
-            elif (isinstance(child, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call))
+            elif (isinstance(child, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call,
+                                     ast.IfExp, ast.Name))
                   and id(child) not in docstrings and not in_backward
-                  and (text := _folded(child)) is not None):
-                if text in names or (_ATTRIBUTE_TEXT.fullmatch(text) and
-                                     any(t in text for t in _SAVED_TEXT)):
+                  and (texts := _texts(child)) is not None):
+                if any(text in names or (_ATTRIBUTE_TEXT.fullmatch(text) and
+                                         any(t in text for t in _SAVED_TEXT))
+                       for text in texts):
                     found.add(child.lineno)  # getattr(node, "_saved_" + name) and the like
             visit(child, inside, function_class)
 
