@@ -23,6 +23,7 @@ for step, chunk in enumerate(data):
 
 # --8<-- [start:proof]
 import copy
+import unittest.mock
 
 
 def reachable(loss):  # (1)!
@@ -160,4 +161,14 @@ def assign(params):
 grads, before, after = two_chunks_retained(assign)  # (9)!
 assert not far(grads, grad_with(before, after))
 assert far(grads, grad_with(before, before)) and far(grads, grad_with(after, after))
+
+
+def saves_weight(self, x, h):  # (10)!
+    hidden = (h.unsqueeze(1) * self.weight_hh).sum(-1)  # saves weight_hh itself, not a view
+    return torch.tanh(x @ self.weight_ih.T + self.bias_ih + hidden + self.bias_hh)
+
+
+with unittest.mock.patch.object(nn.RNNCell, "forward", saves_weight):
+    grads, before, after = two_chunks_retained(assign)
+    assert far(grads, grad_with(before, after)) and far(grads, grad_with(after, after))
 # --8<-- [end:proof]
