@@ -164,7 +164,7 @@ assert far(grads, grad_with(before, before)) and far(grads, grad_with(after, aft
 
 
 def saves_weight(self, x, h):  # (10)!
-    hidden = (h.unsqueeze(1) * self.weight_hh).sum(-1)  # saves weight_hh itself, not a view
+    hidden = (h.unsqueeze(1) * self.weight_hh).sum(-1)
     return torch.tanh(x @ self.weight_ih.T + self.bias_ih + hidden + self.bias_hh)
 
 

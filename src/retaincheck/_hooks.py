@@ -66,6 +66,7 @@ _FORK_PIPE: list = []
 
 def _before_fork():
     if _AUDITED:  # in a forked child too: a grandchild is told to the parent through the log
+        _AUDITED[0].open_fork_log()
         try:
             _FORK_PIPE[:] = os.pipe()
         except OSError:
@@ -76,6 +77,7 @@ def _after_fork_in_child():
     if not _AUDITED:
         return
     _AUDITED[0].in_child = True
+    _Tag.__call__ = _Tag.in_child  # every hook of this process now tells the parent too
     if _FORK_PIPE:
         read, write = _FORK_PIPE
         _FORK_PIPE.clear()
@@ -131,10 +133,19 @@ class _Tag:
         self.keepers: set | None = None  # records whose runs executed it and kept it
         self.epoch: tuple | None = None  # (record, iteration of that record it was built in)
 
+    def in_child(self, grad_outputs):
+        """The pre-hook in a forked child (``_after_fork_in_child`` puts it in place of
+        ``__call__``, so that the parent pays nothing for it): a reuse here is told to the
+        parent, then recorded as usual."""
+        if self.keepers:
+            try:
+                self.session.tell_parent(self.keepers)
+            except Exception:  # never break the user's backward
+                pass
+        return _Tag.in_parent(self, grad_outputs)
+
     def __call__(self, grad_outputs):  # the pre-hook; returns None, so grads are untouched
         try:
-            if self.session.in_child and self.keepers:
-                self.session.tell_parent(self.keepers)  # a reuse in a forked child
             stack = self.session.stack
             call = stack[-1] if stack else None
             prev = self.last
@@ -161,6 +172,9 @@ class _Tag:
             if last is not None and last.record is not None:
                 last.record.needed = True
         return None
+
+
+_Tag.in_parent = _Tag.__call__
 
 
 class Call:
@@ -234,10 +248,9 @@ class Session:
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.in_child = False  # this process is a child forked during the audit
         self.forked: list[int] = []  # the pids of the children forked during the audit
-        import tempfile
-
+        self.fork_log_open = False
         self.fork_log = os.path.join(  # where forked children write their reuses
-            tempfile.gettempdir(), f"retaincheck-fork-{os.getpid()}-{id(self):x}.log")
+            _temp_dir(), f"retaincheck-fork-{os.getpid()}-{id(self):x}.log")
 
     def dynamic_code(self, event, args, frame):
         """An ``exec``/``eval``/``compile`` called by the program's own code or an installed
@@ -296,6 +309,8 @@ class Session:
         """In the parent, at the end: ({(file, line) reused in a forked child}, [pids of
         forked children still running]); the log is removed."""
         reused, pids = set(), list(self.forked)
+        if not self.fork_log_open:
+            return reused, pids  # nothing was forked
         try:
             with open(self.fork_log, encoding="utf-8") as f:
                 rows = [line.rstrip("\n").split("\t") for line in f]
@@ -309,12 +324,19 @@ class Session:
                 pids.append(int(row[1]))  # a grandchild, forked by a forked child
         return reused, [pid for pid in dict.fromkeys(pids) if _alive(pid)]
 
-    def install(self):
-        try:  # forked children append to it (Session.log); it must exist before any fork
+    def open_fork_log(self) -> None:
+        """Before the first fork: create the log that forked children append to (Session.log;
+        it must exist before any fork). No fork, no file."""
+        if self.fork_log_open or self.in_child:
+            return
+        self.fork_log_open = True
+        try:
             with open(self.fork_log, "w", encoding="utf-8"):
                 pass
         except OSError:
             pass
+
+    def install(self):
         if not _FORK_HOOK and hasattr(os, "register_at_fork"):
             os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child,
                                 after_in_parent=_after_fork_in_parent)
@@ -837,6 +859,17 @@ class _Engine:
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
+
+
+_TEMP: list = []
+
+
+def _temp_dir() -> str:
+    if not _TEMP:
+        import tempfile
+
+        _TEMP.append(tempfile.gettempdir())
+    return _TEMP[0]
 
 
 def _alive(pid: int) -> bool:
