@@ -383,6 +383,7 @@ def test_exit_statuses_with_and_without_fail_on_unneeded(tmp_path, name):
         assert "retaincheck:" not in proc.stderr
 
 
+@pytest.mark.proof  # one more rerun; ci_gate.py (a lesson) runs the gate's proven path by default
 def test_the_gate_reruns_the_program_before_it_says_not_needed(tmp_path):
     """rev27e N3: a saved tensor read through a name the search cannot see (built at run time)
     gets "not needed" from the audit alone; the gate's rerun without the flag fails, so the
