@@ -22,9 +22,11 @@ In each process it does three things, from the spec named by ``$RETAINCHECK_PROO
   ``SavedVariable::unpack``, ``torch/csrc/autograd/saved_variable.cpp``). A trace function
   sees every exception as it passes through a Python frame (``sys.settrace``, and
   ``threading.settrace`` for threads ``threading`` starts; a wrapper of
-  ``_thread.start_new_thread`` for the others); line events are off, so it costs one call per
-  function call and return. A program that sets its own trace function replaces this one:
-  that is written to ``tracer``, and the proof does not hold.
+  ``_thread.start_new_thread`` for the others), from the moment torch's import ends (before it
+  no such error can happen; tracing the import would double its time), the frames already
+  running included; line events are off, so it costs one call per function call and return.
+  A program that sets its own trace function replaces this one: that is written to
+  ``tracer``, and the proof does not hold.
 """
 
 import json
@@ -83,6 +85,11 @@ def _watch_exceptions(marker, tracer):
 
     threading.settrace(start)
     sys.settrace(start)
+    frame = sys._getframe(1)
+    while frame is not None:  # the frames already running (the program's own, mid-import)
+        frame.f_trace_lines = False
+        frame.f_trace = local
+        frame = frame.f_back
     for name in ("start_new_thread", "start_new", "start_joinable_thread"):
         if hasattr(_thread, name):
             setattr(_thread, name, traced(getattr(_thread, name)))
@@ -167,7 +174,12 @@ def _start():
             spec = None
         if spec is not None:
             forced = {(os.path.realpath(p), int(n)) for p, n in spec.get("forced", [])}
-            _watch_exceptions(spec["marker"], spec["tracer"])
+            # Traced from the end of torch's import: no freed-graph error can come before it,
+            # and tracing the import itself would double its time.
+            if "torch" in sys.modules:
+                _watch_exceptions(spec["marker"], spec["tracer"])
+            else:
+                _after_import("torch", lambda m: _watch_exceptions(spec["marker"], spec["tracer"]))
             module = sys.modules.get("torch.autograd.variable")
             if module is not None:
                 _wrap_engine(module, spec["marker"], forced)
