@@ -194,6 +194,7 @@ print("second step ok")
 """
 
 
+@pytest.mark.proof  # a new interpreter that imports torch (about 4 s): .ci/run runs it
 def test_a_run_leaves_this_interpreters_own_exit_work_alone():
     """main() run inside a program (the tests do so): the script's atexit handler still runs in
     the audit, but the exit finalizers that are the interpreter's own stay for its exit: torch's

@@ -271,4 +271,16 @@ out.pow(2).mean().backward()
 assert all(p.dtype == torch.float64 for p in model.parameters())
 assert all(p.grad.dtype == torch.float32 for p in model.parameters())
 assert same([p.grad for p in model.parameters()], first)
+
+holder = torch.nn.Module()
+holder.w = torch.nn.Parameter(torch.randn(x.shape[-1], 3))
+out = x.detach().requires_grad_() @ holder.w  # (16)!
+out.pow(2).mean().backward(retain_graph=True)
+holder.double()
+try:
+    out.pow(2).mean().backward()
+    raised = ""
+except RuntimeError as exc:
+    raised = str(exc)
+assert "dtype" in raised, raised
 # --8<-- [end:proof]

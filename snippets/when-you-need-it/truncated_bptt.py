@@ -171,4 +171,6 @@ def saves_weight(self, x, h):  # (10)!
 with unittest.mock.patch.object(nn.RNNCell, "forward", saves_weight):
     grads, before, after = two_chunks_retained(assign)
     assert far(grads, grad_with(before, after)) and far(grads, grad_with(after, after))
+    in_place = two_chunks_retained(through_data)[0]
+    assert not far(grads, in_place)
 # --8<-- [end:proof]
