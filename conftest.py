@@ -488,5 +488,11 @@ def _retaincheck_sees_only_its_own_test(request, monkeypatch):
     shared = (str(ROOT / "docs_tools") + os.sep, str(ROOT / "snippets") + os.sep)
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and os.path.realpath(path).startswith(shared):
+        if isinstance(path, str) and _real(path).startswith(shared):
             monkeypatch.delitem(sys.modules, name)
+
+
+@functools.cache
+def _real(path: str) -> str:
+    """os.path.realpath, once per path (thousands of modules, before every retaincheck test)."""
+    return os.path.realpath(path)
