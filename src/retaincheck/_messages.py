@@ -90,8 +90,19 @@ EN: dict[str, str] = {
     "p_unneeded_one": "{n} retain_graph=True call site not needed ({counts}):",
     "p_unneeded_many": "{n} retain_graph=True call sites not needed ({counts}):",
     "p_kept": "    kept {size} of saved tensors; not needed in:",
-    "p_fail": "--retaincheck-fail: exit status {status} when all tests passed (unproven: no "
-    "rerun; python -m retaincheck --fail-on-unneeded on a script reruns it without the flag)",
+    "p_fail": "--retaincheck-fail: exit status {status} when all tests passed",
+    "p_kept_seen": "    kept {size} of saved tensors; looked not needed in:",
+    "p_fail_skip": "--retaincheck-fail: exit status {status} when all tests passed (unproven: "
+    "--retaincheck-skip-proof, no rerun without the flag)",
+    "p_proof": "--retaincheck-fail: the tests rerun without the flag: {how}",
+    "p_refuted_one": "{n} retain_graph=True call site looked not needed ({counts}), but the "
+    "tests fail without it: keep it:",
+    "p_refuted_many": "{n} retain_graph=True call sites looked not needed ({counts}), but the "
+    "tests fail without them: keep them:",
+    "p_unproven_one": "{n} retain_graph=True call site looked not needed ({counts}); could not "
+    "tell: keep it:",
+    "p_unproven_many": "{n} retain_graph=True call sites looked not needed ({counts}); could "
+    "not tell: keep them:",
     "p_unaudited": "not audited (another retaincheck.audit() was active): {n} test(s); mark "
     "them @pytest.mark.no_retaincheck",
     # suggestions (_suggest.suggestion)
@@ -246,8 +257,19 @@ ZH: dict[str, str] = {
     "p_unneeded_one": "{n} 处 retain_graph=True 不需要（{counts}）：",
     "p_unneeded_many": "{n} 处 retain_graph=True 不需要（{counts}）：",
     "p_kept": "    保留的保存张量：{size}；在以下测试中不需要",
-    "p_fail": "--retaincheck-fail：所有测试通过时，退出状态为 {status}（未经验证：没有重新运行；"
-    "对脚本运行 python -m retaincheck --fail-on-unneeded 会去掉参数重新运行来验证）",
+    "p_fail": "--retaincheck-fail：所有测试通过时，退出状态为 {status}",
+    "p_kept_seen": "    保留的保存张量：{size}；在以下测试中看起来不需要",
+    "p_fail_skip": "--retaincheck-fail：所有测试通过时，退出状态为 {status}（未经验证：用了 "
+    "--retaincheck-skip-proof，没有去掉参数重新运行）",
+    "p_proof": "--retaincheck-fail：去掉参数重新运行了这些测试。{how}",
+    "p_refuted_one": "{n} 处 retain_graph=True 看起来不需要（{counts}），但去掉后测试失败，"
+    "留着这个参数：",
+    "p_refuted_many": "{n} 处 retain_graph=True 看起来不需要（{counts}），但去掉后测试失败，"
+    "留着这些参数：",
+    "p_unproven_one": "{n} 处 retain_graph=True 看起来不需要（{counts}），但无法判断，"
+    "留着这个参数：",
+    "p_unproven_many": "{n} 处 retain_graph=True 看起来不需要（{counts}），但无法判断，"
+    "留着这些参数：",
     "p_unaudited": "未检查（已有另一个 retaincheck.audit() 在运行）：{n} 个测试；"
     "请给它们加上 @pytest.mark.no_retaincheck",
     "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"

@@ -10,7 +10,15 @@ Installed with the package (entry point ``pytest11``) and off unless asked for:
   ``import torch.autograd as ag``, ``g = torch.autograd.grad`` at import time): the audit
   stands in front of the engine's entry point, ``Variable._execution_engine.run_backward``.
 * ``--retaincheck-fail`` does the same and makes a run whose tests all passed exit with
-  status 6 when such a site was found.
+  status 6 when such a site was found, after a proof: as ``python -m retaincheck
+  --fail-on-unneeded`` does, it first reruns the session (``python -m pytest`` with the same
+  arguments, working directory and environment, in a new interpreter, the plugin off) with
+  every such site's backward pass run without keeping its graph (``_proof_site``). A rerun
+  that fails, or meets a freed-graph error even one a test catches, makes those sites needed;
+  one that cannot be watched (a trace function of its own) makes them
+  "could not tell: kept"; either way the status stays as the tests left it. The proof costs
+  one more run of the session. ``--retaincheck-skip-proof`` skips it, and the 6 is then
+  unproven.
 
 A site counts as not needed only when a test that passed (setup, call and teardown) proved it
 not needed and no test, passed or not, found it needed: a helper that one test needs the flag
@@ -24,6 +32,7 @@ findings travel to the main process with the test reports.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -47,6 +56,13 @@ def pytest_addoption(parser):
         default=False,
         help="as --retaincheck, and exit with status 6 when one is not needed (and all tests "
         "passed)",
+    )
+    group.addoption(
+        "--retaincheck-skip-proof",
+        action="store_true",
+        default=False,
+        help="with --retaincheck-fail: exit with status 6 without first rerunning the session "
+        "without those flags (the 6 is then unproven)",
     )
     group.addoption(
         "--retaincheck-lang",
@@ -76,6 +92,8 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "no_retaincheck: do not audit this test under pytest --retaincheck"
     )
+    if os.environ.get("RETAINCHECK_PROOF_SPEC"):
+        return  # the gate's rerun (below): the session runs plainly, as without the plugin
     if config.getoption("retaincheck") or config.getoption("retaincheck_fail"):
         config.pluginmanager.register(_Plugin(config), "retaincheck-auditor")
 
@@ -98,6 +116,10 @@ _OUTCOMES = pytest.StashKey[dict]()
 class _Plugin:
     def __init__(self, config):
         self.fail = config.getoption("retaincheck_fail")
+        self.skip_proof = config.getoption("retaincheck_skip_proof")
+        self.proof = None  # the gate's rerun (a _proof.Proof), when one ran
+        self.failed = False  # this plugin set the status to 6
+        self.lang = config.getoption("retaincheck_lang") or default_lang()
         self.sites: dict[str, dict] = {}  # site -> what the tests found there
         self.audited = 0
         self.calls = 0  # backward()/grad() calls seen in the audited tests
@@ -146,6 +168,8 @@ class _Plugin:
                 "marked": item.get_closest_marker("no_retaincheck") is not None,
                 "completed": bool(completed),
                 "calls": [c.to_dict() for c in report.calls] if report is not None else [],
+                # (real path, line) of each call, as the gate's rerun finds the site
+                "real": [_real(c) for c in report.calls] if report is not None else [],
                 "backward_calls": getattr(report, "backward_calls", 0) if report is not None else 0,
             }
             rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
@@ -163,11 +187,14 @@ class _Plugin:
             return
         self.audited += 1
         self.calls += data.get("backward_calls", 0)
-        for call in data["calls"]:
+        for call, real in zip(data["calls"], data.get("real", [None] * len(data["calls"])),
+                              strict=True):
             site = self.sites.setdefault(
                 f"{call['file']}:{call['line']}",
-                {"code": call["code"], "needed": False, "unneeded_in": [], "bytes": 0},
+                {"code": call["code"], "needed": False, "unneeded_in": [], "bytes": 0,
+                 "real": set()},
             )
+            site["real"].add(tuple(real) if real else None)
             if call["needed"] or call["verdict"] in ("needed", "needed only because history leaks"):
                 site["needed"] = True
             elif data["completed"] and call["verdict"] == "not needed":
@@ -179,12 +206,33 @@ class _Plugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.fail and self.unneeded() and session.exitstatus == 0:
-            session.exitstatus = EXIT_UNNEEDED
+        unneeded = self.unneeded()
+        if not (self.fail and unneeded and session.exitstatus == 0):
+            return
+        if not self.skip_proof:
+            self.proof = self._prove(session.config, unneeded)
+            if self.proof is not None and not self.proof.proven and self.proof.ran:
+                return  # the rerun refuted the sites (or could not tell): keep them, no 6
+        session.exitstatus = EXIT_UNNEEDED
+        self.failed = True
+
+    def _prove(self, config, unneeded):
+        """Rerun the session with every unneeded site's backward pass forced not to keep its
+        graph (``_proof.prove``: a new interpreter, ``python -m pytest`` with the invocation's
+        arguments in its folder). None when a site has no file to point at (not proven)."""
+        from ._proof import Program, prove
+
+        forced = [real for site in unneeded.values() for real in site["real"]]
+        if None in forced:
+            return None
+        params = config.invocation_params
+        program = Program(None, "pytest", [str(a) for a in params.args], str(params.dir), 0,
+                          None)  # pytest prints timings: its output is not compared
+        return prove({}, program, self.lang, forced)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
-        lang = config.getoption("retaincheck_lang") or default_lang()
+        lang = self.lang
 
         def m(key, **values):
             return message(key, lang, **values)
@@ -193,18 +241,41 @@ class _Plugin:
         unneeded = self.unneeded()
         n_tests = m("p_tests_one" if self.audited == 1 else "p_tests_many", n=self.audited)
         n_tests += m("p_calls_one" if self.calls == 1 else "p_calls_many", n=self.calls)
+        proof = self.proof
+        refuted = proof is not None and not proof.proven and proof.ran
         if not unneeded:
             tr.write_line(m("p_none", counts=n_tests))
         else:
             n = len(unneeded)
-            tr.write_line(m("p_unneeded_one" if n == 1 else "p_unneeded_many", n=n,
-                            counts=n_tests))
+            if refuted:
+                head = ("p_refuted_" if proof.refutes else "p_unproven_") + (
+                    "one" if n == 1 else "many")
+            else:
+                head = "p_unneeded_one" if n == 1 else "p_unneeded_many"
+            tr.write_line(m(head, n=n, counts=n_tests))
             for site, found in unneeded.items():
                 tr.write_line(f"{site}  {found['code']}")
-                tr.write_line(m("p_kept", size=_human(found["bytes"], lang)))
+                tr.write_line(m("p_kept_seen" if refuted else "p_kept",
+                                size=_human(found["bytes"], lang)))
                 for nodeid in found["unneeded_in"]:
                     tr.write_line(f"      {nodeid}")
-            if self.fail:
-                tr.write_line(m("p_fail", status=EXIT_UNNEEDED))
+            if self.failed and self.skip_proof:
+                tr.write_line(m("p_fail_skip", status=EXIT_UNNEEDED))
+            elif self.failed or refuted:
+                if proof is None:
+                    how = m("f_unproven")
+                else:
+                    how = m("f_proven" if proof.proven else "f_not_proven", reason=proof.reason)
+                tr.write_line(m("p_proof", how=how))
+                if not refuted:
+                    tr.write_line(m("p_fail", status=EXIT_UNNEEDED))
         if self.unaudited:
             tr.write_line(m("p_unaudited", n=len(self.unaudited)))
+
+
+def _real(record) -> list | None:
+    """[real path, line] of a call site, as a backward pass started there shows it."""
+    path = getattr(record, "_source", None)
+    if not path or path.startswith("<"):
+        return None
+    return [os.path.realpath(path), record.line]
