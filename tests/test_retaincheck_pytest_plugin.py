@@ -123,8 +123,8 @@ def test_retaincheck_fail_makes_the_run_fail(project):
     assert result.ret == 6
     *listed, proof, last = section(result)
     assert listed == EXPECTED
-    assert proof.startswith("--retaincheck-fail: the tests rerun without the flag: proven: a "
-                            "rerun with the changes exited 0 as the audited run did (")
+    assert proof.startswith("--retaincheck-fail: the tests rerun without the flag: proven: the "
+                            "rerun exited 0 as the audited run did (")
     assert last == "--retaincheck-fail: exit status 6 when all tests passed"
     result = run(project, "--retaincheck-fail", "--retaincheck-skip-proof")
     assert result.ret == 6 and section(result) == [

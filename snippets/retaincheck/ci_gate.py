@@ -35,7 +35,7 @@ status, report, err = results["en", "article_example.py"]
 assert status == 6 and "NOT NEEDED" in report
 proof, gate = err.splitlines()
 assert proof.startswith("retaincheck: checked without that 1 retain_graph=True (nothing "
-                        "written): proven: a rerun with the changes exited 0")
+                        "written): proven: the rerun exited 0 as the audited run did")
 assert gate == "retaincheck: 1 retain_graph=True call site is not needed (exit status 6)"
 status, report, err = results["zh", "article_example.py"]
 assert status == 6 and "不需要（NOT_NEEDED）" in report

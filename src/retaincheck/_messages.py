@@ -212,6 +212,7 @@ EN: dict[str, str] = {
     "proof_lines": "{old} lines became {new}",
     "proof_no_output": "no output",
     "proof_ok": "a rerun with the changes exited {status} as the audited run did ({seconds} s)",
+    "proof_ok_flag": "the rerun exited {status} as the audited run did ({seconds} s)",
     # command-line errors of --fix (printed after "retaincheck: error: ")
     "e_write": "--write only goes with --fix",
     "e_skip_proof": "--skip-proof only goes with --fix or --fail-on-unneeded",
@@ -372,6 +373,7 @@ ZH: dict[str, str] = {
     "proof_lines": "{old} 行变成了 {new} 行",
     "proof_no_output": "没有输出",
     "proof_ok": "应用改动后重新运行，与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
+    "proof_ok_flag": "重新运行与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
 }
 
 # The gate's proof (--fail-on-unneeded without --fix), calls that did not run, forked children.

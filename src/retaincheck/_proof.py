@@ -129,7 +129,9 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     ):
         diff = _first_difference(program.stdout, proc.stdout, lang)
         return Proof(False, m("proof_stdout", diff=diff), seconds, refutes=False)
-    return Proof(True, m("proof_ok", status=proc.returncode, seconds=f"{seconds:.1f}"), seconds)
+    # no file changed (the gates): the flags were only forced off at run time
+    return Proof(True, m("proof_ok" if changes else "proof_ok_flag", status=proc.returncode,
+                         seconds=f"{seconds:.1f}"), seconds)
 
 
 def _first_difference(old: bytes, new: bytes, lang: str = "en") -> str:
