@@ -46,6 +46,10 @@ NOT_THE_GLOSSARY_TERM = {
     "示例的注": "示范代码的注",
     "共享主干": "共用的主干",
     "共享层": "共用的主干",
+    # the tool's words (native review revzh7a)
+    "分离出来": "用 detach() 切断",
+    "分离后的": "切断后的",
+    "共享部分": "共用的那部分",
 }
 
 
@@ -168,6 +172,15 @@ def test_one_term_per_concept(md):
     # The glossary names the terms it rules out: 不说“身后”或“上游”, 不写“甲”“乙”或“丙”.
     text = re.sub(r"(?:不说|不写)“[^”]*”(?:或?“[^”]*”)*", "", text)
     used = {t: g for t, g in NOT_THE_GLOSSARY_TERM.items() if t in text}
+    assert not used, f"use the glossary's terms: {used}"
+
+
+def test_the_tools_chinese_output_uses_the_glossary_terms():
+    """retaincheck --lang zh prints the same terms as the pages (the catalog's ZH strings)."""
+    from retaincheck._messages import ZH
+
+    used = {(key, t): g for key, text in ZH.items() for t, g in NOT_THE_GLOSSARY_TERM.items()
+            if t in text}
     assert not used, f"use the glossary's terms: {used}"
 
 

@@ -156,10 +156,15 @@ def _record(**fields):
         ({"reused_executions": 2, "executions": 5, "reused_by": ["a.py:9"]}, True,
          "kept: needed (walked again in 2 of 5 runs by a.py:9)"),
         ({"history_leak": True}, True, "kept: needed only because history leaks"),
+        # as an audit records a leak: needed and reused, and the refusal says why (revzh7a)
+        ({"history_leak": True, "needed": True, "reused_executions": 3, "executions": 4,
+          "reused_by": ["a.py:8"], "verdict": "needed only because history leaks"}, True,
+         "kept: needed only because history leaks"),
         ({"create_graph": True}, True, "kept: create_graph=True retains the graph anyway"),
         ({"verdict": "not needed so far (run stopped early)"}, True, "kept: the verdict is"),
     ],
-    ids=["fix", "stopped", "raised", "needed", "reused", "leak", "create-graph", "so-far"],
+    ids=["fix", "stopped", "raised", "needed", "reused", "leak", "leak-reused", "create-graph",
+         "so-far"],
 )
 def test_which_verdicts_are_fixed(fields, completed, reason):
     got = refusal(_record(**fields), completed, 1)

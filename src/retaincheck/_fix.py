@@ -48,6 +48,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
         return m("k_incomplete_status", status=status) if status else m("k_incomplete_stopped")
     if record.executions == 0:
         return m("k_raised")
+    if getattr(record, "history_leak", False):  # before "needed": the verdict says why
+        return m("k_leak")
     reused = getattr(record, "reused_executions", 0)  # newer reports count reused runs
     if record.needed or reused:
         by = reused_by(record.reused_by, lang) or "?"
@@ -64,8 +66,6 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     untaken = getattr(record, "unseen_calls", None)
     if untaken:
         return m("k_untaken", call=untaken[0])
-    if getattr(record, "history_leak", False):
-        return m("k_leak")
     if getattr(record, "create_graph", False):
         return m("k_create")
     if record.verdict != "not needed":

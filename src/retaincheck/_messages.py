@@ -247,7 +247,7 @@ ZH: dict[str, str] = {
     "v_not_needed": "不需要（NOT_NEEDED）",
     "v_not_needed_so_far": "目前不需要，程序提前停止（NOT_NEEDED_SO_FAR_RUN_STOPPED_EARLY）",
     "v_did_not_complete": "未完成（DID_NOT_COMPLETE）",
-    "gate_incomplete": "retaincheck：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
+    "gate_incomplete": "retaincheck：程序没有运行完（退出状态 {status}），所有结论都只是暂定的",
     "gate_one": "retaincheck：1 处 retain_graph=True 不需要（退出状态 {status}）",
     "gate_many": "retaincheck：{n} 处 retain_graph=True 不需要（退出状态 {status}）",
     "p_tests_one": "检查了 {n} 个测试，",
@@ -275,12 +275,12 @@ ZH: dict[str, str] = {
     "请给它们加上 @pytest.mark.no_retaincheck",
     "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"
     "再运行一次 retaincheck",
-    "s_leak": "把带入下一轮迭代的隐藏状态（或累计值）分离出来，例如 h = h.detach()，"
+    "s_leak": "用 detach() 切断带入下一轮迭代的隐藏状态（或累计值），例如 h = h.detach()，"
     "再去掉 retain_graph=True",
     "s_could_not_tell": "留着这个参数。程序在 {read} 处读取保存张量（grad_fn._saved_*、"
     "ctx.saved_tensors），retaincheck 无法确定读的是哪张计算图；去掉这个参数后，"
     "一旦 backward() 释放了保存张量，这次读取就会报错",
-    "s_so_far": "程序停止前没有调用再次使用这张计算图：先让脚本完整运行，再检查一次，"
+    "s_so_far": "程序停止前没有调用再次使用这张计算图。先让脚本完整运行、再检查一次，"
     "然后再决定是否去掉 retain_graph=True",
     "s_not_needed_create": "没有调用再次遍历这张计算图；create_graph=True 本身就会保留它，"
     "所以要传 retain_graph=False 才能释放",
@@ -293,8 +293,8 @@ ZH: dict[str, str] = {
     "grad_outputs=rows, is_grads_batched=True) 一次算完",
     "s_step_between": "留着这个参数。这次 backward() 与再次使用计算图的那次之间做了优化器更新"
     "（如 GAN 中 D 和 G 的更新），不能简单地把损失相加。有一点只有你能确认：如果第一个损失"
-    "不该训练共享部分，可以让它看到分离后的副本（例如 D(fake.detach())），这个参数就可以去掉；"
-    "如果它的梯度必须传到共享部分，两处都要留着",
+    "不该训练共用的那部分，就只把切断后的副本交给它（例如 D(fake.detach())），这个参数就可以去掉；"
+    "如果它的梯度必须传到共用的那部分，两处都要留着",
     "s_grad_between": "留着这个参数。这次 backward() 与再次使用其计算图的那次之间，"
     "代码读取或清零了梯度、"
     "做了优化器更新（.grad、zero_grad()、step()），或者有梯度钩子分别看到每次调用的梯度，"
@@ -303,7 +303,7 @@ ZH: dict[str, str] = {
     "如果梯度只是"
     "累加（中间没有 zero_grad()、优化器更新或读取梯度），也可以把损失相加后调用一次 backward()；"
     "如果是把隐藏状态或累计值带入下一轮迭代，而它的梯度不必传回更早的迭代（这一点只有你能确认），"
-    "就把它分离出来（h = h.detach()），去掉这个参数",
+    "就用 detach() 切断它（h = h.detach()），去掉这个参数",
     "s_sum": "留着这个参数；如果梯度只是累加（几次 backward() 之间没有 zero_grad()、优化器更新"
     "或读取梯度），也可以把损失相加后只调用一次 backward()",
     "s_batched": "留着这个参数；如果第一次调用前所有 grad_outputs 都已知（同一个雅可比矩阵的各行，"
@@ -317,7 +317,7 @@ ZH: dict[str, str] = {
     "f_nothing_to_fix": "retaincheck --fix：无需修改（没有调用使用 retain_graph=True）",
     "f_nothing_to_change": "retaincheck --fix：没有可改的地方",
     "f_head_refuted": "retaincheck --fix：未写入任何文件；{what}，{how}",
-    "f_head_wrote": "retaincheck --fix：已写入{what}，{how}",
+    "f_head_wrote": "retaincheck --fix：已写入 {what}，{how}",
     "f_head_plan": "retaincheck --fix：{what}，{how}；尚未写入，加上 --write 才会写入",
     "f_what": "{files}，{changes}",
     "f_changes_one": "{n} 处改动",
@@ -335,13 +335,13 @@ ZH: dict[str, str] = {
     "本次没有走到的代码路径不在检查范围内）",
     "f_removed_unproven": "已删除 retain_graph=True（本次运行中不需要，未验证；"
     "本次没有走到的代码路径不在检查范围内）",
-    "k_incomplete_status": "不改：程序没有运行完（退出状态 {status}），所有结论都不是最终结论",
-    "k_incomplete_stopped": "不改：程序没有运行完（提前停止），所有结论都不是最终结论",
+    "k_incomplete_status": "不改：程序没有运行完（退出状态 {status}），所有结论都只是暂定的",
+    "k_incomplete_stopped": "不改：程序没有运行完（提前停止），所有结论都只是暂定的",
     "k_raised": "不改：未完成（这个位置的每次调用都抛出了异常）",
     "k_needed": "不改：需要（再次遍历计算图的是{by}）",
     "k_needed_runs": "不改：需要（{runs} 次执行中有 {reused} 次被再次遍历，来自{by}）",
     "k_could_not_tell": "不改：无法判断（{read} 处的代码可能读取保存张量）",
-    "k_leak": "不改：需要，只因历史泄漏（先把带入下一轮迭代的状态分离出来）",
+    "k_leak": "不改：需要，只因历史泄漏（先用 detach() 切断带入下一轮迭代的状态）",
     "k_create": "不改：create_graph=True 本身就会保留计算图（retain_graph 的默认值就是 "
     "create_graph），删掉 retain_graph=True 释放不了任何东西；"
     "要释放，请手动写上 retain_graph=False",
@@ -414,11 +414,11 @@ ZH.update({
     "处的 backward()/grad() 调用一次也没有执行；换一条这次没走的路径，它就可能遍历这张图",
     "k_untaken": "不改：无法判断（{call} 处的调用这次没有执行）",
     "s_untaken": "先留着这个参数；或者换一组能执行到 {call} 的参数运行程序"
-    "（它是这次调用旁边没有执行的 "
+    "（这次调用附近一处没有执行的 "
     "backward() 或 grad()），再检查一次",
     "by_child": "fork 出来的子进程",
     "why_unproven": "。之后没有 backward() 或 grad() 遍历这张计算图，但去掉这个参数后重新运行，"
-    "结果与这次不一致（{reason}），所以去掉它未经验证",
+    "结果与这次不一致（{reason}），所以无法证明可以去掉它",
     "s_unproven": "先留着这个参数；如果输出每次运行都会变（计时、日期），先让输出可以复现，或者加 "
     "--skip-proof 再检查",
     "k_unproven": "不改：无法判断（去掉参数后的重新运行不能作为验证）",
