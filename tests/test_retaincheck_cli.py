@@ -408,6 +408,10 @@ def test_the_gate_reruns_the_program_before_it_says_not_needed(tmp_path):
         "the rerun failed (exit status 1): RuntimeError: Trying to backward through the graph"
     ), proc.stderr
     assert script.read_text() == keep  # nothing written
+    # rev27i G1c: with --fix too, the site --fix cannot edit is still rerun before any 6
+    proc = cli("--fix", "--fail-on-unneeded", str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert "verdict: NEEDED: walked again by a rerun without retain_graph=True" in proc.stdout
 
 
 def test_help_documents_every_exit_status():

@@ -485,3 +485,77 @@ def test_the_proof_reaches_a_process_that_runs_the_file_again(tmp_path):
     assert _fix_lines(proc)[0].startswith(
         "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun exited "
         "with status 1"), proc.stdout
+
+
+@pytest.mark.parametrize(("command", "why"), [
+    (["python", "-I", "x.py"], "python -I"),
+    (["/usr/bin/python3.11", "-sE", "x.py"], "python -E"),
+    ("python -S -c 'import site'", "python -S"),
+    (["bash", "-c", "python3 -I x.py"], "python -I"),
+    (["env", "-i", "python", "x.py"], "env -i"),
+    (["python", "-c", "print('-I')"], None),
+    (["python", "-W", "ignore", "x.py"], None),
+    (["git", "rev-parse", "HEAD"], None),
+])
+def test_the_proof_knows_which_commands_escape_it(command, why, monkeypatch):
+    """rev27i G2b / rev27j F1: -I, -E and -S skip sitecustomize, and so does an environment
+    without the proof's variables: the rerun then cannot turn the flag off in that process,
+    so the proof does not hold ("could not tell: kept")."""
+    from retaincheck._proof_site import _unreached
+
+    monkeypatch.setenv("RETAINCHECK_PROOF_SPEC", "/tmp/spec.json")
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site")
+    assert _unreached(command, None, "/tmp/spec.json", "/tmp/site") == why
+    assert _unreached(["git", "log"], {"PATH": "/usr/bin"}, "/tmp/spec.json",
+                      "/tmp/site") == "environment"
+
+
+def test_a_site_in_code_with_no_file_is_never_a_gate_6(monkeypatch, tmp_path):
+    """rev27i G1d: a call site in exec'd code cannot be rerun without its flag: the gate keeps
+    it as "could not tell: kept", never an unproven 6."""
+    from retaincheck._fix import prove_unneeded
+    from retaincheck._proof import Program
+
+    monkeypatch.chdir(tmp_path)
+    with retaincheck.audit() as report:
+        exec(compile("import torch\nw = torch.ones(3, requires_grad=True)\n"
+                     "(w * w).sum().backward(retain_graph=True)\n", "<config>", "exec"), {})
+    assert report.calls[0].verdict == "not needed"  # the audit alone
+    line = prove_unneeded(report, True, 0, dirs=[str(tmp_path)], skip_proof=False,
+                          program=Program("train.py", None, [], str(tmp_path)))
+    assert line.endswith("NOT proven: the call site is in code with no file (exec, eval), so "
+                         "no rerun can turn its flag off")
+    assert report.calls[0].verdict == "could not tell: kept"
+
+
+@pytest.mark.proof
+@pytest.mark.parametrize(("child", "reason"), [
+    ('[sys.executable, "-I", __file__, "child"]',
+     "NOT proven: the program started a Python process the rerun cannot reach (python -I"),
+    ('[sys.executable, __file__, "child"], env={"PATH": os.environ["PATH"]}',
+     "NOT proven: the program started a Python process the rerun cannot reach (environment"),
+    ('[sys.executable, shutil.copy(__file__, tempfile.mkdtemp()), "child"]',
+     "NOT proven: the rerun exited with status 1"),
+], ids=["isolated", "environment", "copy"])
+def test_the_proof_does_not_hold_for_a_process_it_cannot_reach(tmp_path, child, reason):
+    """rev27i k02-k05, rev27j F1/F3: the program starts itself again with python -I, with an
+    environment of its own, or from a copy in another folder; without the flag the child
+    fails. A child the rerun cannot reach makes the proof fail (nothing written); a copy of the
+    file has its forced line matched by its text, so the rerun fails as the truth does."""
+    script = tmp_path / "reruns_itself.py"
+    source = (CLI_FIXTURES / "reruns_itself.py").read_text()
+    edited = source.replace('[sys.executable, __file__, "child"]', child).replace(
+        "import subprocess\n", "import os\nimport shutil\nimport subprocess\nimport tempfile\n")
+    assert edited != source
+    script.write_text(edited)
+    before = script.read_bytes()
+    (tmp_path / "without.py").write_bytes(before.replace(b"retain_graph=True", b""))
+    truth = subprocess.run([sys.executable, "without.py"], cwd=tmp_path, capture_output=True,
+                           text=True, check=False, timeout=120)
+    assert truth.returncode == 1 and "child status 1" in truth.stdout, truth.stdout
+    proc = cli("--fix", "--write", "--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert script.read_bytes() == before
+    assert _fix_lines(proc)[0].startswith(
+        f"retaincheck --fix: nothing written; 1 change in 1 file, {reason}"), proc.stdout
+

@@ -268,6 +268,33 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
     assert untaken_calls(str(path), 7, {(str(path), 7), (str(path), 6), (str(path), 9)}) == []
 
 
+def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):
+    """rev27i u01, u03: a helper of another file of the program that calls backward(), and a
+    functools.partial of torch.autograd.grad, called every 50 steps, never ran in a short
+    run: each could walk the graph later."""
+    from retaincheck._reads import project_walkers, untaken_calls
+
+    (tmp_path / "losses.py").write_text(
+        "def smoothness(out):\n    (out.diff(dim=0) ** 2).mean().backward()\n"
+        "def report(out):\n    return out.mean().item()\n"
+    )
+    path = tmp_path / "train.py"
+    path.write_text(
+        "import functools\nimport torch\nimport losses\n"
+        "g = functools.partial(torch.autograd.grad, retain_graph=False)\n"
+        "for step in range(5):\n"
+        "    loss.backward(retain_graph=True)\n"  # 6: the site
+        "    if step % 50 == 0:\n"
+        "        losses.smoothness(out)\n"  # 8: another file's helper
+        "        g(loss, [w])\n"  # 9: the partial
+        "        losses.report(out)\n"  # 10: a helper that walks nothing
+    )
+    walkers = project_walkers([str(tmp_path / "losses.py")])
+    assert "smoothness" in walkers and "report" not in walkers
+    assert untaken_calls(str(path), 6, {(str(path), 6)}, extra=walkers) == [8, 9]
+    assert untaken_calls(str(path), 6, {(str(path), 6)}) == [9]  # without the other file
+
+
 @pytest.mark.parametrize("read", [
     'getattr(y.grad_fn, "%sed_self" % "_sav")',
     'getattr(y.grad_fn, "{}{}".format("_sav", "ed_self"))',

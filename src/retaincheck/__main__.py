@@ -608,7 +608,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
                     program=program, skip_proof=opts.skip_proof, lang=opts.lang)
     gate_proof = None
-    if opts.fail_on_unneeded and not opts.fix and completed and status == 0 and _unneeded(report):
+    if opts.fail_on_unneeded and completed and status == 0 and _unneeded(report):
         # The gate's 6 tells a team to delete the flag: like --fix, it first reruns the
         # program without it (nothing written), and a failed rerun makes the site needed.
         from ._fix import prove_unneeded

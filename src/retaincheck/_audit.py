@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ._hooks import LOCK, Session
 from ._report import CallRecord, Report
 from ._sizes import human as _human  # noqa: F401  (kept for code that imported it from here)
@@ -137,8 +139,19 @@ def _mark_untaken_calls(session: Session) -> None:
                   if not c.needed and not c.history_leak and c.executions]
     if not open_sites:
         return
-    from ._reads import _kind, untaken_calls
+    from ._reads import _kind, project_walkers, untaken_calls
 
+    # the program's own files: those it ran on the way to a site, and the modules of its own
+    # that it imported since the audit began (losses.py of a train.py; not the test modules
+    # around an audit, imported before it)
+    before = session.modules_before or set()
+    own = {name for name in set(session.files) | {site[3] for site in session.sites.values()}
+           if name and not name.startswith("<") and _kind(name) == 2}
+    own.update(name for module_name, module in list(sys.modules.items())
+               if module_name not in before
+               and isinstance(name := getattr(module, "__file__", None), str)
+               and name.endswith(".py") and _kind(name) == 2)
+    extra = project_walkers(sorted(own))
     for record in open_sites:
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
@@ -151,7 +164,7 @@ def _mark_untaken_calls(session: Session) -> None:
         for name, line in sorted(frames):
             shown = session.display_path(name)
             found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
-                                                           session.block)]
+                                                           session.block, extra)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 
 

@@ -288,6 +288,9 @@ def _prove(edits: dict, changed: int, program, lang: str):
     sites = [site for _, changed_sites in edits.values() for site in changed_sites]
     forced = [line for site in sites if (line := _real_line(site.record, site.path))]
     proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, forced)
+    if proof.proven:
+        for site in sites:
+            site.record._proven = True  # the gate (prove_unneeded) need not rerun these
     if not proof.proven and proof.ran:  # a rerun that did not happen refutes nothing
         for site in sites:
             _refuted(site.record, changed, proof)
@@ -310,29 +313,35 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
     print, or None when there is no such site."""
     from ._proof import prove
 
-    records = [r for r in report.calls if r.verdict == "not needed"]
+    # --fix --fail-on-unneeded: the sites --fix proved (its rerun, _prove) need no second one
+    records = [r for r in report.calls
+               if r.verdict == "not needed" and not getattr(r, "_proven", False)]
     if not records:
         return None
     if skip_proof or program is None:
         return message("gate_skipped", lang)
-    forced = []
+    forced, lines = [], []
     for record in records:
         line = _real_line(record)
         if line is None:
             path, _ = _locate(record, list(dirs or []), lang)
             line = _real_line(record, path)
-        if line is not None:
-            forced.append(line)
+        if line is None:
+            # a site with no file to point at (exec'd code) cannot be rerun without its
+            # flag: "could not tell: kept", never an unproven 6
+            record.unproven = message("proof_no_file", lang)
+        else:
+            forced.append(record)
+            lines.append(line)
     n = len(records)
-    if len(forced) < n:
-        proof = None  # a site with no file to point at cannot be rerun without its flag
-        how = message("f_unproven", lang)
-    else:
-        proof = prove({}, program, lang, forced)
-        how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
-    if proof is not None and not proof.proven and proof.ran:
-        for record in records:
-            _refuted(record, n, proof)
+    if not forced:
+        how = message("f_not_proven", lang, reason=message("proof_no_file", lang))
+        return message("gate_proof_one" if n == 1 else "gate_proof_many", lang, n=n, how=how)
+    proof = prove({}, program, lang, lines)
+    how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
+    if not proof.proven and proof.ran:
+        for record in forced:
+            _refuted(record, len(forced), proof)
     return message("gate_proof_one" if n == 1 else "gate_proof_many", lang, n=n, how=how)
 
 

@@ -78,10 +78,15 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         spec = os.path.join(tmp, "spec.json")
         marker = os.path.join(tmp, "freed.txt")
         tracer = os.path.join(tmp, "tracer.txt")
+        unreached = os.path.join(tmp, "unreached.txt")
+        import linecache
+
+        texts = [[line, linecache.getline(path, line).strip()] for path, line in forced]
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
                        "args": program.args, "copies": copies, "marker": marker,
                        "tracer": tracer, "forced": [list(site) for site in forced],
+                       "texts": texts, "unreached": unreached,
                        "site": os.path.join(tmp, "site")}, f)
         boot_dir = os.path.join(tmp, "site")
         os.mkdir(boot_dir)
@@ -108,6 +113,10 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         seconds = time.perf_counter() - start
         caught = None
         own_tracer = os.path.exists(tracer)
+        lost = None
+        if os.path.exists(unreached):
+            with open(unreached, encoding="utf-8", errors="replace") as f:
+                lost = (f.read().strip().splitlines() or [""])[0][:160]
         if os.path.exists(marker):
             with open(marker, encoding="utf-8", errors="replace") as f:
                 caught = (f.read().strip().splitlines() or [""])[0][:160]
@@ -122,6 +131,8 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         return Proof(False, m("proof_caught", error=caught), seconds)
     if own_tracer:
         return Proof(False, m("proof_tracer"), seconds, refutes=False)
+    if lost:
+        return Proof(False, m("proof_unreached", command=lost), seconds, refutes=False)
     # Lines compared in any order: a program's prints and its subprocesses' output may
     # interleave differently through a pipe than on a terminal.
     if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(

@@ -99,7 +99,116 @@ def _watch_exceptions(marker, tracer):
         threading.settrace_all_threads = noted(threading.settrace_all_threads)
 
 
-def _wrap_engine(variable_module, marker, forced):
+_PYTHON = None  # re.compile'd on first use: a program name that runs Python
+
+
+def _python_tokens(argv):
+    """The words of a command (a list, or a string for a shell), each string split as a
+    shell would, so that ``bash -c "python -I x.py"`` shows its ``python``."""
+    import shlex
+
+    words = []
+    for arg in [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv or ()):
+        arg = os.fsdecode(arg) if isinstance(arg, (bytes, os.PathLike)) else str(arg)
+        try:
+            words.extend(shlex.split(arg))
+        except ValueError:
+            words.append(arg)
+    return words
+
+
+def _unreached(argv, env, spec_path, boot):
+    """Why a command the rerun starts may run Python without this module (None if it will
+    not): its environment lost the proof's variables (``env={...}``, ``env -i``), or it runs
+    Python with ``-I``, ``-E`` or ``-S``, which skip ``sitecustomize``
+    (``Python/initconfig.c``; ``Lib/site.py``, ``execsitecustomize``). A command that starts
+    no Python is told apart only by its words: when in doubt, the proof does not hold."""
+    global _PYTHON
+    import re
+
+    if _PYTHON is None:
+        _PYTHON = re.compile(r"(?:^|[\\/])python[0-9.]*(?:\.exe)?$")
+    env = os.environ if env is None else env
+    paths = str(env.get("PYTHONPATH", "")).split(os.pathsep)
+    if env.get("RETAINCHECK_PROOF_SPEC") != spec_path or boot not in paths:
+        return "environment"
+    words = _python_tokens(argv)
+    real = os.path.realpath(sys.executable)
+    for i, word in enumerate(words):
+        if word == "env" and any(w in ("-i", "--ignore-environment", "-") or w.startswith("-u")
+                                 for w in words[i + 1:i + 4]):
+            return "env -i"
+        if not (_PYTHON.search(word) or os.path.realpath(word) == real):
+            continue
+        for flag in words[i + 1:]:
+            if not flag.startswith("-") or flag.startswith("--") or flag == "-":
+                break
+            letters = flag[1:]
+            for letter in letters:
+                if letter in "IES":
+                    return f"python -{letter}"
+                if letter in "cmWX":
+                    break  # its argument follows
+            if any(letter in letters for letter in "cm"):
+                break
+    return None
+
+
+def _watch_spawns(spec_path, boot, unreached):
+    """Note every command that may start Python out of this module's reach (``_unreached``):
+    ``subprocess.Popen`` (``run``, ``call``, ``check_output``, ``os.popen``), ``os.exec*``,
+    ``os.posix_spawn*``, ``os.system``; ``os.spawn*`` goes through ``os.exec*``."""
+    def check(argv, env):
+        why = _unreached(argv, env, spec_path, boot)
+        if why:
+            _note(unreached, f"{why}: {' '.join(_python_tokens(argv))[:120]}")
+
+    def wrap(name, argv_at, env_at=None):
+        original = getattr(os, name, None)
+        if original is None:
+            return
+
+        def wrapper(*args, **kwargs):
+            env = kwargs.get("env")
+            if env_at is not None and len(args) > env_at:
+                env = args[env_at]
+            check(args[argv_at] if len(args) > argv_at else kwargs.get("argv", ()), env)
+            return original(*args, **kwargs)
+
+        setattr(os, name, wrapper)
+
+    wrap("execv", 1)
+    wrap("execve", 1, 2)
+    wrap("posix_spawn", 1, 2)
+    wrap("posix_spawnp", 1, 2)
+    wrap("system", 0)
+
+    def patch_popen(subprocess):
+        import inspect
+
+        init = subprocess.Popen.__init__
+        signature = inspect.signature(init)
+
+        def __init__(self, *args, **kwargs):
+            try:
+                bound = signature.bind(self, *args, **kwargs).arguments
+            except TypeError:
+                bound = {}
+            argv = bound.get("args", ())
+            if bound.get("executable"):
+                argv = [bound["executable"], *_python_tokens(argv)]
+            check(argv, bound.get("env"))
+            return init(self, *args, **kwargs)
+
+        subprocess.Popen.__init__ = __init__
+
+    if "subprocess" in sys.modules:
+        patch_popen(sys.modules["subprocess"])
+    else:
+        _after_import("subprocess", patch_popen)
+
+
+def _wrap_engine(variable_module, marker, forced, texts=frozenset()):
     """Stand in front of the engine once ``torch.autograd.variable`` is imported."""
     variable = variable_module.Variable
     engine = variable._execution_engine
@@ -115,7 +224,17 @@ def _wrap_engine(variable_module, marker, forced):
             if path is None:
                 path = real[name] = os.path.realpath(name)
             if not path.startswith(torch_dir) and path != __file__:
-                return (path, frame.f_lineno) in forced
+                if (path, frame.f_lineno) in forced:
+                    return True
+                if not texts:
+                    return False
+                # the same line of a copy of the file (a script copied and run again): the
+                # flag is forced off there too; forcing more lines off only makes the
+                # proof fail more often
+                import linecache
+
+                text = linecache.getline(name, frame.f_lineno).strip()
+                return (frame.f_lineno, text) in texts
             frame = frame.f_back
         return False
 
@@ -174,6 +293,9 @@ def _start():
             spec = None
         if spec is not None:
             forced = {(os.path.realpath(p), int(n)) for p, n in spec.get("forced", [])}
+            texts = {(int(n), t) for n, t in spec.get("texts", []) if t}
+            if spec.get("unreached"):
+                _watch_spawns(spec_path, spec["site"], spec["unreached"])
             # Traced from the end of torch's import: no freed-graph error can come before it,
             # and tracing the import itself would double its time.
             if "torch" in sys.modules:
@@ -182,10 +304,10 @@ def _start():
                 _after_import("torch", lambda m: _watch_exceptions(spec["marker"], spec["tracer"]))
             module = sys.modules.get("torch.autograd.variable")
             if module is not None:
-                _wrap_engine(module, spec["marker"], forced)
+                _wrap_engine(module, spec["marker"], forced, texts)
             else:
                 _after_import("torch.autograd.variable",
-                              lambda m: _wrap_engine(m, spec["marker"], forced))
+                              lambda m: _wrap_engine(m, spec["marker"], forced, texts))
     # the sitecustomize this one stands in front of, if there is one
     import importlib.machinery
     import importlib.util

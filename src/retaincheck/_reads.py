@@ -450,25 +450,40 @@ def _called_name(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-def _graph_walkers(tree: ast.AST) -> frozenset[str]:
+def _graph_walkers(tree: ast.AST, extra: frozenset[str] = frozenset()) -> frozenset[str]:
     """Names whose call may start a backward pass: ``backward`` and ``grad`` (a method,
-    ``torch.autograd.grad``), the names they are imported or bound under
-    (``from torch.autograd import backward as bw``, ``bw = torch.autograd.backward``), and the
-    functions and methods of this file whose body calls one of these (a helper
-    ``smooth(out)`` that calls ``backward()``), found until nothing new is added."""
-    names = {"backward", "grad"}
+    ``torch.autograd.grad``), ``extra`` (the walkers of the program's other files), the names
+    they are imported or bound under (``from torch.autograd import backward as bw``,
+    ``bw = torch.autograd.backward``, ``g = functools.partial(torch.autograd.grad, ...)``,
+    ``step = lambda loss: loss.backward()``), and the functions and methods of this file whose
+    body calls one of these (a helper ``smooth(out)`` that calls ``backward()``), found until
+    nothing new is added."""
+    names = {"backward", "grad", *extra}
     bodies: dict[str, list[ast.AST]] = {}
+    assigned: list[ast.Assign] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            names.update(a.asname for a in node.names if a.asname and a.name in names)
-        elif (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Attribute, ast.Name))
-              and (node.value.attr if isinstance(node.value, ast.Attribute)
-                   else node.value.id) in ("backward", "grad")):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            names.update(a.asname or a.name for a in node.names if a.name in names)
+        elif isinstance(node, ast.Assign):
+            assigned.append(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             bodies.setdefault(node.name, []).append(node)
+
+    def mentions(expr: ast.AST) -> bool:
+        # an alias (bw = torch.autograd.backward), functools.partial(torch.autograd.grad, ...),
+        # a lambda whose body calls one: any name of ``names`` in the assigned value
+        # (w.grad is a tensor, not torch.autograd.grad: "grad" counts only on autograd)
+        return any(isinstance(n, ast.Name) and n.id in names
+                   or isinstance(n, ast.Attribute) and n.attr in names and (
+                       n.attr != "grad"
+                       or getattr(n.value, "attr", getattr(n.value, "id", "")) == "autograd")
+                   for n in ast.walk(expr))
+
     while True:
         before = len(names)
+        for node in assigned:
+            if mentions(node.value):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
         for name, defs in bodies.items():
             if name not in names and any(
                 isinstance(n, ast.Call) and _walks_a_graph(n, names)
@@ -492,13 +507,27 @@ def _is_site_call(call: ast.Call) -> bool:
         call.args) >= 3
 
 
+def project_walkers(paths) -> frozenset[str]:
+    """The names of the functions and methods in the program's own files (``paths``) whose
+    body may start a backward pass (``_graph_walkers``): a call to ``losses.smoothness(out)``
+    in one file is a backward() call when ``smoothness`` in another file calls one."""
+    found: set[str] = set()
+    for path in paths:
+        tree = _tree(path)
+        if tree is not None:
+            found.update(_graph_walkers(tree))
+    return frozenset(found)
+
+
 def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
-                  block: tuple[str, int] | None = None) -> list[int]:
+                  block: tuple[str, int] | None = None,
+                  extra: frozenset[str] = frozenset()) -> list[int]:
     """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
     (below it, or above it in a loop around both), in the same function as it (or at the top
     level of the file, when it is there; nested functions and classes are other functions),
     that no backward pass of this run came from: none of their lines is in ``ran``, the
-    ``(file, line)`` of the frames on the stack of every call the audit saw.
+    ``(file, line)`` of the frames on the stack of every call the audit saw. ``extra``: the
+    walkers of the program's other files (``project_walkers``).
     ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; when ``line``
     is inside that block, only the calls inside it count (what runs after it is not audited).
     """
@@ -519,7 +548,7 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         if inner is None:
             break
         scope = inner
-    names = _graph_walkers(tree)
+    names = _graph_walkers(tree, extra)
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
