@@ -40,8 +40,8 @@ assert gate == "retaincheck: 1 retain_graph=True call site is not needed (exit s
 status, report, err = results["zh", "article_example.py"]
 assert status == 6 and "不需要（NOT_NEEDED）" in report
 proof, gate = err.splitlines()
-assert proof.startswith("retaincheck：去掉这 1 处 retain_graph=True 做了核对（没有写入文件）。"
-                        "已验证")
+assert proof.startswith("retaincheck：去掉这 1 处 retain_graph=True 后重新运行做了核对"
+                        "（没有写入文件）。已验证")
 assert gate == "retaincheck：1 处 retain_graph=True 不需要（退出状态 6）"
 for lang in ["en", "zh"]:
     status, report, err = results[lang, "fixed_example.py"]

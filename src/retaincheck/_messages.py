@@ -223,8 +223,8 @@ EN: dict[str, str] = {
 }
 
 ZH: dict[str, str] = {
-    "stopped": "retaincheck：程序提前停止（{why}）；停止前没有被再次使用的计算图，"
-    "只能判为“目前不需要”",
+    "stopped": "retaincheck：程序提前停止（{why}）；停止前还没被再次使用的计算图，"
+    "结论最多只能是“目前不需要”",
     "no_calls": "retaincheck：没有 backward() 或 autograd.grad() 调用使用 retain_graph=True。",
     "header_one": "retaincheck：{n} 处调用使用了 retain_graph=True",
     "header_many": "retaincheck：{n} 处调用使用了 retain_graph=True",
@@ -262,9 +262,11 @@ ZH: dict[str, str] = {
     "p_unneeded_one": "{n} 处 retain_graph=True 不需要（{counts}）：",
     "p_unneeded_many": "{n} 处 retain_graph=True 不需要（{counts}）：",
     "p_kept": "    保留的保存张量：{size}；在以下测试中不需要",
-    "p_fail": "--retaincheck-fail：所有测试通过时，退出状态为 {status}",
+    "p_fail": "--retaincheck-fail：所有测试都通过了，但有上面这些不需要的参数，"
+    "所以退出状态为 {status}",
     "p_kept_seen": "    保留的保存张量：{size}；在以下测试中看起来不需要",
-    "p_fail_skip": "--retaincheck-fail：所有测试通过时，退出状态为 {status}（未经验证：用了 "
+    "p_fail_skip": "--retaincheck-fail：所有测试都通过了，但有上面这些不需要的参数，"
+    "所以退出状态为 {status}（未经验证：用了 "
     "--retaincheck-skip-proof，没有去掉参数重新运行）",
     "p_proof": "--retaincheck-fail：去掉参数重新运行了这些测试。{how}",
     "p_refuted_one": "{n} 处 retain_graph=True 看起来不需要（{counts}），但去掉后测试失败，"
@@ -305,9 +307,10 @@ ZH: dict[str, str] = {
     "不能把损失合成一次 backward()",
     "s_self_backward": "如果这些 backward() 是有意重复使用同一次前向传播，就留着这个参数；"
     "如果梯度只是"
-    "累加（中间没有 zero_grad()、优化器更新或读取梯度），也可以把损失相加后调用一次 backward()；"
+    "累加（几次 backward() 之间没有 zero_grad()、优化器更新或读取梯度），"
+    "也可以把损失相加后只调用一次 backward()；"
     "如果是把隐藏状态或累计值带入下一轮迭代，而它的梯度不必传回更早的迭代（这一点只有你能确认），"
-    "就用 detach() 切断它（h = h.detach()），去掉这个参数",
+    "就用 detach() 切断它（h = h.detach()），再去掉这个参数",
     "s_sum": "留着这个参数；如果梯度只是累加（几次 backward() 之间没有 zero_grad()、优化器更新"
     "或读取梯度），也可以把损失相加后只调用一次 backward()",
     "s_batched": "留着这个参数；如果第一次调用前所有 grad_outputs 都已知（同一个雅可比矩阵的各行，"
@@ -343,7 +346,7 @@ ZH: dict[str, str] = {
     "k_incomplete_stopped": "不改：程序没有运行完（提前停止），所有结论都只是暂定的",
     "k_raised": "不改：未完成（这个位置的每次调用都抛出了异常）",
     "k_needed": "不改：需要（再次遍历计算图的是{by}）",
-    "k_needed_runs": "不改：需要（{runs} 次执行中有 {reused} 次被再次遍历，来自{by}）",
+    "k_needed_runs": "不改：需要（{runs} 次执行中有 {reused} 次被再次使用，再次遍历的是{by}）",
     "k_could_not_tell": "不改：无法判断（{read} 处的代码可能读取保存张量）",
     "k_leak": "不改：需要，只因历史泄漏（先用 detach() 切断带入下一轮迭代的状态）",
     "k_create": "不改：create_graph=True 本身就会保留计算图（retain_graph 的默认值就是 "
@@ -414,8 +417,10 @@ EN.update({
     "freed-graph errors it catches",
 })
 ZH.update({
-    "gate_proof_one": "retaincheck：去掉这 1 处 retain_graph=True 做了核对（没有写入文件）。{how}",
-    "gate_proof_many": "retaincheck：去掉这 {n} 处 retain_graph=True 做了核对（没有写入文件）。"
+    "gate_proof_one": "retaincheck：去掉这 1 处 retain_graph=True 后重新运行做了核对"
+    "（没有写入文件）。{how}",
+    "gate_proof_many": "retaincheck：去掉这 {n} 处 retain_graph=True 后重新运行做了核对"
+    "（没有写入文件）。"
     "{how}",
     "gate_skipped": "retaincheck：用了 --skip-proof，没有去掉这个参数重新运行，结论未经验证",
     "why_untaken": "。本次运行中，之后没有 backward() 或 grad() 遍历这张计算图，但 {calls} "

@@ -85,7 +85,8 @@ class CallRecord:
     unproven: str = ""
     """Why the proof's rerun without this flag (``--fix``, ``--fail-on-unneeded``) did not
     complete as the audited run did, when it neither failed nor met a freed-graph error (its
-    standard output differed, or the program set its own trace function): the site is then
+    standard output differed, the program set its own trace function, started a Python
+    process the rerun cannot reach, or the site is in code with no file): the site is then
     ``"could not tell: kept"``; "" when no such rerun ran."""
     notes: set[str] = field(default_factory=set, repr=False)
     """How the graph was reused (by another line, by the same line, after an optimizer step,
