@@ -128,12 +128,13 @@ def _unreached(argv, env, spec_path, boot):
 
     if _PYTHON is None:
         _PYTHON = re.compile(r"(?:^|[\\/])python[0-9.]*(?:\.exe)?$")
-    env = os.environ if env is None else env
-    paths = str(env.get("PYTHONPATH", "")).split(os.pathsep)
-    if env.get("RETAINCHECK_PROOF_SPEC") != spec_path or boot not in paths:
-        return "environment"
     words = _python_tokens(argv)
     real = os.path.realpath(sys.executable)
+    env = os.environ if env is None else env
+    paths = str(env.get("PYTHONPATH", "")).split(os.pathsep)
+    if (env.get("RETAINCHECK_PROOF_SPEC") != spec_path or boot not in paths) and _may_run_python(
+            words, real):
+        return "environment"
     for i, word in enumerate(words):
         if word == "env" and any(w in ("-i", "--ignore-environment", "-") or w.startswith("-u")
                                  for w in words[i + 1:i + 4]):
@@ -152,6 +153,29 @@ def _unreached(argv, env, spec_path, boot):
             if any(letter in letters for letter in "cm"):
                 break
     return None
+
+
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "env", "xargs", "nohup", "timeout", "nice"}
+
+
+def _may_run_python(words, real):
+    """Whether a command may start Python: a word that names Python, a shell or a launcher
+    (``env``, ``nohup``) that runs the rest, or a script file whose first line names Python.
+    A program such as ``ldconfig`` or ``git`` (torch's import runs ``ldconfig -p`` with an
+    environment of its own) starts none."""
+    for word in words:
+        if _PYTHON.search(word) or os.path.realpath(word) == real:
+            return True
+    if not words:
+        return False
+    if os.path.basename(words[0]) in _SHELLS:
+        return True
+    try:
+        with open(words[0], "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def _watch_spawns(spec_path, boot, unreached):
