@@ -269,8 +269,9 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
 
 
 def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):
-    """rev27i u01, u03: a helper of another file of the program that calls backward(), and a
-    functools.partial of torch.autograd.grad, called every 50 steps, never ran in a short
+    """rev27i u01, u03, g01, rev27j j2: a helper of another file of the program that calls
+    backward(), a functools.partial of torch.autograd.grad, a method reached by getattr with a
+    name that may be "backward" or cannot be told, called every 50 steps, never ran in a short
     run: each could walk the graph later."""
     from retaincheck._reads import project_walkers, untaken_calls
 
@@ -288,11 +289,15 @@ def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):
         "        losses.smoothness(out)\n"  # 8: another file's helper
         "        g(loss, [w])\n"  # 9: the partial
         "        losses.report(out)\n"  # 10: a helper that walks nothing
+        "        getattr(loss, AUX)()\n"  # 11: AUX = "backward" (rev27i g01)
+        "        getattr(loss, sys.argv[1])()\n"  # 12: a name it cannot tell (rev27j j2)
+        "        getattr(loss, 'item')()\n"  # 13: not a walker
+        "AUX = 'back' + 'ward'\n"
     )
     walkers = project_walkers([str(tmp_path / "losses.py")])
     assert "smoothness" in walkers and "report" not in walkers
-    assert untaken_calls(str(path), 6, {(str(path), 6)}, extra=walkers) == [8, 9]
-    assert untaken_calls(str(path), 6, {(str(path), 6)}) == [9]  # without the other file
+    assert untaken_calls(str(path), 6, {(str(path), 6)}, extra=walkers) == [8, 9, 11, 12]
+    assert untaken_calls(str(path), 6, {(str(path), 6)}) == [9, 11, 12]  # not the other file
 
 
 @pytest.mark.parametrize("read", [

@@ -495,10 +495,19 @@ def _graph_walkers(tree: ast.AST, extra: frozenset[str] = frozenset()) -> frozen
 
 
 def _walks_a_graph(call: ast.Call, names: frozenset[str] | set[str]) -> bool:
-    """A call that may start a backward pass: one of ``names`` (``_graph_walkers``) or a
-    wrapper named ``..._backward`` (``manual_backward``)."""
+    """A call that may start a backward pass: one of ``names`` (``_graph_walkers``), a
+    wrapper named ``..._backward`` (``manual_backward``), or a method reached by ``getattr``
+    whose name may be one of them or is not known (``getattr(loss, AUX)()``,
+    ``getattr(loss, name)()``: when in doubt, it may walk a graph)."""
     name = _called_name(call)
-    return name in names or name.endswith("_backward")
+    if name in names or name.endswith("_backward"):
+        return True
+    func = call.func
+    if (isinstance(func, ast.Call) and getattr(func.func, "id", "") == "getattr"
+            and len(func.args) >= 2):
+        texts = _texts(func.args[1])
+        return texts is None or any(t in names or t.endswith("_backward") for t in texts)
+    return False
 
 
 def _is_site_call(call: ast.Call) -> bool:
@@ -548,6 +557,8 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         if inner is None:
             break
         scope = inner
+    global _consts
+    _consts = _module_constants(tree)  # for getattr(loss, AUX)() (_walks_a_graph, _texts)
     names = _graph_walkers(tree, extra)
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
