@@ -275,18 +275,12 @@ def _plan(report, completed: bool, status: int, dirs, lang: str):
     return sites, diffs, changed, edits
 
 
-def _real_line(record, path: str | None = None) -> tuple[str, int] | None:
-    """(real path, line) of a site, as a backward pass started there shows it."""
-    path = getattr(record, "_source", None) or path
-    return (os.path.realpath(path), record.line) if path and not path.startswith("<") else None
-
-
 def _prove(edits: dict, changed: int, program, lang: str):
     """Rerun ``program`` with the edits; a failed proof turns each changed site to needed."""
-    from ._proof import prove
+    from ._proof import prove, real_line
 
     sites = [site for _, changed_sites in edits.values() for site in changed_sites]
-    forced = [line for site in sites if (line := _real_line(site.record, site.path))]
+    forced = [line for site in sites if (line := real_line(site.record, site.path))]
     proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, forced)
     if proof.proven:
         for site in sites:
@@ -311,7 +305,7 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
     graph, whatever form the flag takes in the source (``retain_graph=keep``, ``**options``):
     the rerun forces it at run time (``_proof_site``) and edits no file. The one line to
     print, or None when there is no such site."""
-    from ._proof import prove
+    from ._proof import prove, real_line
 
     # --fix --fail-on-unneeded: the sites --fix proved (its rerun, _prove) need no second one
     records = [r for r in report.calls
@@ -322,10 +316,10 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
         return message("gate_skipped", lang)
     forced, lines = [], []
     for record in records:
-        line = _real_line(record)
+        line = real_line(record)
         if line is None:
             path, _ = _locate(record, list(dirs or []), lang)
-            line = _real_line(record, path)
+            line = real_line(record, path)
         if line is None:
             # a site with no file to point at (exec'd code) cannot be rerun without its
             # flag: "could not tell: kept", never an unproven 6

@@ -19,6 +19,7 @@ call per Python function call, plus a new interpreter's start and torch's import
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import shutil
 import subprocess
@@ -79,8 +80,6 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         marker = os.path.join(tmp, "freed.txt")
         tracer = os.path.join(tmp, "tracer.txt")
         unreached = os.path.join(tmp, "unreached.txt")
-        import linecache
-
         texts = [[line, linecache.getline(path, line).strip()] for path, line in forced]
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
@@ -143,6 +142,13 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     # no file changed (the gates): the flags were only forced off at run time
     return Proof(True, m("proof_ok" if changes else "proof_ok_flag", status=proc.returncode,
                          seconds=f"{seconds:.1f}"), seconds)
+
+
+def real_line(record, path: str | None = None) -> tuple[str, int] | None:
+    """(real path, line) of a call site, as a backward pass started there shows it (the
+    record's own source file, else ``path``); None for code with no file."""
+    path = getattr(record, "_source", None) or path
+    return (os.path.realpath(path), record.line) if path and not path.startswith("<") else None
 
 
 def _first_difference(old: bytes, new: bytes, lang: str = "en") -> str:

@@ -102,6 +102,16 @@ def _watch_exceptions(marker, tracer):
 _PYTHON = None  # re.compile'd on first use: a program name that runs Python
 
 
+def _is_python(word, real):
+    """``python``, ``python3.11``, ``/usr/bin/python3`` or this interpreter's own path."""
+    global _PYTHON
+    if _PYTHON is None:
+        import re
+
+        _PYTHON = re.compile(r"(?:^|[\\/])python[0-9.]*(?:\.exe)?$")
+    return bool(_PYTHON.search(word)) or os.path.realpath(word) == real
+
+
 def _python_tokens(argv):
     """The words of a command (a list, or a string for a shell), each string split as a
     shell would, so that ``bash -c "python -I x.py"`` shows its ``python``."""
@@ -123,11 +133,6 @@ def _unreached(argv, env, spec_path, boot):
     Python with ``-I``, ``-E`` or ``-S``, which skip ``sitecustomize``
     (``Python/initconfig.c``; ``Lib/site.py``, ``execsitecustomize``). A command that starts
     no Python is told apart only by its words: when in doubt, the proof does not hold."""
-    global _PYTHON
-    import re
-
-    if _PYTHON is None:
-        _PYTHON = re.compile(r"(?:^|[\\/])python[0-9.]*(?:\.exe)?$")
     words = _python_tokens(argv)
     real = os.path.realpath(sys.executable)
     env = os.environ if env is None else env
@@ -139,7 +144,7 @@ def _unreached(argv, env, spec_path, boot):
         if word == "env" and any(w in ("-i", "--ignore-environment", "-") or w.startswith("-u")
                                  for w in words[i + 1:i + 4]):
             return "env -i"
-        if not (_PYTHON.search(word) or os.path.realpath(word) == real):
+        if not _is_python(word, real):
             continue
         for flag in words[i + 1:]:
             if not flag.startswith("-") or flag.startswith("--") or flag == "-":
@@ -163,9 +168,8 @@ def _may_run_python(words, real):
     (``env``, ``nohup``) that runs the rest, or a script file whose first line names Python.
     A program such as ``ldconfig`` or ``git`` (torch's import runs ``ldconfig -p`` with an
     environment of its own) starts none."""
-    for word in words:
-        if _PYTHON.search(word) or os.path.realpath(word) == real:
-            return True
+    if any(_is_python(word, real) for word in words):
+        return True
     if not words:
         return False
     if os.path.basename(words[0]) in _SHELLS:
@@ -234,6 +238,8 @@ def _watch_spawns(spec_path, boot, unreached):
 
 def _wrap_engine(variable_module, marker, forced, texts=frozenset()):
     """Stand in front of the engine once ``torch.autograd.variable`` is imported."""
+    import linecache
+
     variable = variable_module.Variable
     engine = variable._execution_engine
     torch_dir = os.path.dirname(os.path.dirname(os.path.abspath(variable_module.__file__)))
@@ -255,8 +261,6 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset()):
                 # the same line of a copy of the file (a script copied and run again): the
                 # flag is forced off there too; forcing more lines off only makes the
                 # proof fail more often
-                import linecache
-
                 text = linecache.getline(name, frame.f_lineno).strip()
                 return (frame.f_lineno, text) in texts
             frame = frame.f_back
