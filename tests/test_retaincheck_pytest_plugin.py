@@ -181,6 +181,29 @@ def test_a_rerun_that_fails_keeps_the_flag_and_the_status(pytester, monkeypatch)
     assert result.ret == 6
 
 
+def test_a_site_in_code_with_no_file_is_never_a_6(pytester, monkeypatch):
+    """As the command line's gate (rev27i G1d): a site in exec'd code cannot be rerun without
+    its flag, so it is "could not tell: kept" and the status stays 0, never an unproven 6."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_exec=(
+        "import torch\n\n\ndef test_exec():\n"
+        "    code = 'w = torch.ones(3, requires_grad=True)\\n'"
+        " + '(w * w).sum().backward(retain_graph=True)\\n'\n"
+        "    exec(compile(code, '<config>', 'exec'), {'torch': torch})\n"
+    ))
+    result = run(pytester, "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    lines = section(result)
+    assert lines[0].startswith("1 retain_graph=True call site looked not needed (1 test "
+                               "audited"), lines
+    assert lines[0].endswith("could not tell: keep it:"), lines
+    assert lines[-1] == (
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the call site is in "
+        "code with no file (exec, eval), so no rerun can turn its flag off"
+    )
+
+
 def test_a_site_needed_by_one_test_is_never_reported(project):
     """one_loss's retain is not needed in test_one_loss; when another test needs it, it is
     not listed (removing it would break that test)."""

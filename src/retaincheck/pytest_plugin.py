@@ -15,10 +15,10 @@ Installed with the package (entry point ``pytest11``) and off unless asked for:
   arguments, working directory and environment, in a new interpreter, the plugin off) with
   every such site's backward pass run without keeping its graph (``_proof_site``). A rerun
   that fails, or meets a freed-graph error even one a test catches, makes those sites needed;
-  one that cannot be watched (a trace function of its own) makes them
-  "could not tell: kept"; either way the status stays as the tests left it. The proof costs
-  one more run of the session. ``--retaincheck-skip-proof`` skips it, and the 6 is then
-  unproven.
+  one that cannot be watched (a trace function of its own), or a site in code with no file,
+  makes them "could not tell: kept"; either way the status stays as the tests left it. The
+  proof costs one more run of the session. ``--retaincheck-skip-proof`` skips it, and the 6
+  is then unproven.
 
 A site counts as not needed only when a test that passed (setup, call and teardown) proved it
 not needed and no test, passed or not, found it needed: a helper that one test needs the flag
@@ -152,6 +152,8 @@ class _Plugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
+        from ._proof import real_line
+
         rep = yield
         outcomes = item.stash.setdefault(_OUTCOMES, {})
         outcomes[rep.when] = rep.outcome
@@ -169,7 +171,7 @@ class _Plugin:
                 "completed": bool(completed),
                 "calls": [c.to_dict() for c in report.calls] if report is not None else [],
                 # (real path, line) of each call, as the gate's rerun finds the site
-                "real": [_real(c) for c in report.calls] if report is not None else [],
+                "real": [real_line(c) for c in report.calls] if report is not None else [],
                 "backward_calls": getattr(report, "backward_calls", 0) if report is not None else 0,
             }
             rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
@@ -211,7 +213,7 @@ class _Plugin:
             return
         if not self.skip_proof:
             self.proof = self._prove(session.config, unneeded)
-            if self.proof is not None and not self.proof.proven and self.proof.ran:
+            if not self.proof.proven and self.proof.ran:
                 return  # the rerun refuted the sites (or could not tell): keep them, no 6
         session.exitstatus = EXIT_UNNEEDED
         self.failed = True
@@ -219,12 +221,13 @@ class _Plugin:
     def _prove(self, config, unneeded):
         """Rerun the session with every unneeded site's backward pass forced not to keep its
         graph (``_proof.prove``: a new interpreter, ``python -m pytest`` with the invocation's
-        arguments in its folder). None when a site has no file to point at (not proven)."""
-        from ._proof import Program, prove
+        arguments in its folder). A site with no file to point at (exec'd code) cannot be rerun
+        without its flag: "could not tell", never an unproven 6, as the command line's gate."""
+        from ._proof import Program, Proof, prove
 
         forced = [real for site in unneeded.values() for real in site["real"]]
         if None in forced:
-            return None
+            return Proof(False, message("proof_no_file", self.lang), 0.0, refutes=False)
         params = config.invocation_params
         program = Program(None, "pytest", [str(a) for a in params.args], str(params.dir), 0,
                           None)  # pytest prints timings: its output is not compared
@@ -262,20 +265,9 @@ class _Plugin:
             if self.failed and self.skip_proof:
                 tr.write_line(m("p_fail_skip", status=EXIT_UNNEEDED))
             elif self.failed or refuted:
-                if proof is None:
-                    how = m("f_unproven")
-                else:
-                    how = m("f_proven" if proof.proven else "f_not_proven", reason=proof.reason)
+                how = m("f_proven" if proof.proven else "f_not_proven", reason=proof.reason)
                 tr.write_line(m("p_proof", how=how))
                 if not refuted:
                     tr.write_line(m("p_fail", status=EXIT_UNNEEDED))
         if self.unaudited:
             tr.write_line(m("p_unaudited", n=len(self.unaudited)))
-
-
-def _real(record) -> list | None:
-    """[real path, line] of a call site, as a backward pass started there shows it."""
-    path = getattr(record, "_source", None)
-    if not path or path.startswith("<"):
-        return None
-    return [os.path.realpath(path), record.line]
