@@ -441,3 +441,22 @@ def test_json_path_writes_the_file_and_prints_the_readable_report(tmp_path):
     assert data["calls"][0]["needed"] is False and "rank" not in data
     assert "NOT NEEDED" in proc.stdout
     assert cli(f"--json={tmp_path}", "x.py").returncode == 2  # a folder: bad input
+
+
+def test_a_thread_pool_left_open_does_not_hang_the_audit(tmp_path):
+    """A ThreadPoolExecutor never shut down (torch.compile leaves one on a cold cache) ends at
+    Python's exit, which tells its workers to stop before joining them
+    (Lib/threading.py, _shutdown); the audit, which finishes the script as Python would,
+    joined them first and waited for ever."""
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "import torch\n"
+        "pool = ThreadPoolExecutor(2)\n"
+        "print('pool', pool.submit(lambda: 1).result())\n"
+        "x = torch.ones(3, requires_grad=True)\n"
+        "(x * x).sum().backward(retain_graph=True)\n"
+    )
+    run = snippetcheck.run_module("retaincheck", [script.name], tmp_path, timeout=60)
+    assert not run.timed_out, "the audit waited for the pool's idle workers"
+    assert run.returncode == 0 and "pool 1" in run.stdout and "NOT NEEDED" in run.stdout, run.stderr

@@ -260,6 +260,15 @@ def _finish_like_python(finalizers_before: list) -> None:
     fails at its first optimizer step (which imports ``torch._dynamo``). They stay for the
     interpreter's own exit, where Python runs them (as before, after the script's handlers).
     """
+    # Python's exit first runs the callbacks registered with threading._register_atexit
+    # (Lib/threading.py, _shutdown: concurrent.futures' workers are told to stop there,
+    # concurrent/futures/thread.py, _python_exit), then joins the non-daemon threads; joined
+    # first, a ThreadPoolExecutor's idle workers (torch.compile's, on a cold cache) never end.
+    # The list is private: there is no public way to run them early.
+    calls = getattr(threading, "_threading_atexits", [])
+    for call in reversed(list(calls)):
+        calls.remove(call)
+        call()
     main = threading.main_thread()
     while True:
         waiting = [t for t in threading.enumerate() if t is not main and not t.daemon]

@@ -215,8 +215,8 @@ EN: dict[str, str] = {
     "proof_ok_flag": "the rerun exited {status} as the audited run did ({seconds} s)",
     "proof_no_file": "the call site is in code with no file (exec, eval), so no rerun can "
     "turn its flag off",
-    "proof_unreached": "the program started a Python process the rerun cannot reach "
-    "({command}), so its flag stayed on there",
+    "proof_unreached": "part of the program ran out of the rerun's reach ({command}), so the "
+    "flag may have stayed on there",
     # command-line errors of --fix (printed after "retaincheck: error: ")
     "e_write": "--write only goes with --fix",
     "e_skip_proof": "--skip-proof only goes with --fix or --fail-on-unneeded",
@@ -384,8 +384,8 @@ ZH: dict[str, str] = {
     "proof_ok_flag": "重新运行与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
     "proof_no_file": "这个调用位置所在的代码没有对应的文件（exec、eval），"
     "重新运行时无法关掉它的参数",
-    "proof_unreached": "程序启动了一个重新运行管不到的 Python 进程（{command}），"
-    "那里的参数仍然开着",
+    "proof_unreached": "程序有一部分不在重新运行的掌控之内（{command}），"
+    "那里的参数可能仍然开着",
 }
 
 # The gate's proof (--fail-on-unneeded without --fix), calls that did not run, forked children.

@@ -80,12 +80,15 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         marker = os.path.join(tmp, "freed.txt")
         tracer = os.path.join(tmp, "tracer.txt")
         unreached = os.path.join(tmp, "unreached.txt")
+        reached = os.path.join(tmp, "reached.txt")
+        expected = os.path.join(tmp, "expected.txt")
         texts = [[line, linecache.getline(path, line).strip()] for path, line in forced]
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
                        "args": program.args, "copies": copies, "marker": marker,
                        "tracer": tracer, "forced": [list(site) for site in forced],
-                       "texts": texts, "unreached": unreached,
+                       "texts": texts, "unreached": unreached, "reached": reached,
+                       "expected": expected,
                        "site": os.path.join(tmp, "site")}, f)
         boot_dir = os.path.join(tmp, "site")
         os.mkdir(boot_dir)
@@ -112,10 +115,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         seconds = time.perf_counter() - start
         caught = None
         own_tracer = os.path.exists(tracer)
-        lost = None
-        if os.path.exists(unreached):
-            with open(unreached, encoding="utf-8", errors="replace") as f:
-                lost = (f.read().strip().splitlines() or [""])[0][:160]
+        lost = _unreached(unreached, reached, expected)
         if os.path.exists(marker):
             with open(marker, encoding="utf-8", errors="replace") as f:
                 caught = (f.read().strip().splitlines() or [""])[0][:160]
@@ -142,6 +142,35 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     # no file changed (the gates): the flags were only forced off at run time
     return Proof(True, m("proof_ok" if changes else "proof_ok_flag", status=proc.returncode,
                          seconds=f"{seconds:.1f}"), seconds)
+
+
+def _unreached(unreached: str, reached: str, expected: str) -> str | None:
+    """The first command the rerun started that ``_proof_site`` did not run in: one written to
+    ``unreached``, or a pid in ``expected`` with no line in ``reached`` written after the
+    start (a process that never ran Python, or ran it with ``-I``, ``-E``, ``-S`` or without
+    the proof's environment)."""
+    def lines(path):
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [line.split(" ", 2) for line in f.read().splitlines() if line.strip()]
+
+    for words in lines(unreached):
+        return " ".join(words)[:160]
+    seen = {}
+    for words in lines(reached):
+        try:
+            seen.setdefault(int(words[0]), []).append(float(words[2]))
+        except (ValueError, IndexError):
+            return "?"  # a line cut short: not proven
+    for words in lines(expected):
+        try:
+            pid, since, command = int(words[0]), float(words[1]), words[2]
+        except (ValueError, IndexError):
+            return "?"
+        if not any(at >= since for at in seen.get(pid, ())):
+            return f"started {command}"[:160]
+    return None
 
 
 def real_line(record, path: str | None = None) -> tuple[str, int] | None:
@@ -215,8 +244,11 @@ def child(spec_path: str) -> None:
 
     sys.meta_path.insert(0, Finder)
     # sys.path: retaincheck's folder, -c's '', then the rest with the site folder (from
-    # PYTHONPATH) in it; python script.py would have none of the three
-    tail = [p for p in sys.path[2:] if p != spec["site"]]
+    # PYTHONPATH) in it; python script.py would have none of the first two. The site folder
+    # stays (it holds only sitecustomize): a program that passes its sys.path on as a child's
+    # PYTHONPATH (torch.compile's probes, torch/_inductor/utils.py, python_subprocess_env)
+    # starts a child this module still reaches (rev27m c13)
+    tail = sys.path[2:]
     if spec["module"] is not None:
         sys.argv = [spec["module"], *spec["args"]]
         sys.path[:] = [os.getcwd(), *tail]

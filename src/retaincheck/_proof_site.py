@@ -99,144 +99,122 @@ def _watch_exceptions(marker, tracer):
         threading.settrace_all_threads = noted(threading.settrace_all_threads)
 
 
-_PYTHON = None  # re.compile'd on first use: a program name that runs Python
+# Programs taken to start no Python, run as the command itself or as a shell's one simple
+# command: what torch (``ldconfig -p`` in its import, a C++ compiler under torch.compile) and
+# training scripts (``git``, ``nvidia-smi``) run. Any other started program must show that
+# this module ran in it (``_expect``).
+_NO_PYTHON = frozenset({
+    "ldconfig", "git", "nvidia-smi", "rocm-smi", "uname", "hostname", "nproc", "lscpu", "free",
+    "df", "which", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "nvcc", "ptxas", "openssl",
+})
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+_REDIRECTS = frozenset({">", ">>", "<", ">&", "&>", "<&", ">|"})
 
 
-def _is_python(word, real):
-    """``python``, ``python3.11``, ``/usr/bin/python3`` or this interpreter's own path."""
-    global _PYTHON
-    if _PYTHON is None:
-        import re
-
-        _PYTHON = re.compile(r"(?:^|[\\/])python[0-9.]*(?:\.exe)?$")
-    return bool(_PYTHON.search(word)) or os.path.realpath(word) == real
+def _words(argv):
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = [argv]
+    return [os.fsdecode(w) if isinstance(w, (bytes, os.PathLike)) else str(w)
+            for w in list(argv or ())]
 
 
-def _python_tokens(argv):
-    """The words of a command (a list, or a string for a shell), each string split as a
-    shell would, so that ``bash -c "python -I x.py"`` shows its ``python``."""
-    import shlex
+def _starts_no_python(words):
+    """Whether a command is one of ``_NO_PYTHON``, run directly or as ``sh -c``'s one simple
+    command (no ``;``, ``|``, ``&``, brackets, ``$`` or backquote; redirections allowed). This
+    is the only guess the watch makes: every other command is checked by what it did."""
+    if len(words) >= 3 and os.path.basename(words[0]) in _SHELLS and words[1] == "-c":
+        import shlex
 
-    words = []
-    for arg in [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv or ()):
-        arg = os.fsdecode(arg) if isinstance(arg, (bytes, os.PathLike)) else str(arg)
+        lexer = shlex.shlex(words[2], posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
         try:
-            words.extend(shlex.split(arg))
+            tokens = list(lexer)
         except ValueError:
-            words.append(arg)
-    return words
+            return False
+        for token in tokens:
+            if "$" in token or "`" in token or (
+                    set(token) <= set("();<>|&") and token not in _REDIRECTS):
+                return False
+        while tokens and "=" in tokens[0] and not tokens[0].startswith("="):
+            tokens = tokens[1:]  # NAME=VALUE before the command
+        words = tokens
+    return bool(words) and os.path.basename(words[0]) in _NO_PYTHON
 
 
-def _unreached(argv, env, spec_path, boot):
-    """Why a command the rerun starts may run Python without this module (None if it will
-    not): its environment lost the proof's variables (``env={...}``, ``env -i``), or it runs
-    Python with ``-I``, ``-E`` or ``-S``, which skip ``sitecustomize``
-    (``Python/initconfig.c``; ``Lib/site.py``, ``execsitecustomize``). A command that starts
-    no Python is told apart only by its words: when in doubt, the proof does not hold."""
-    words = _python_tokens(argv)
-    real = os.path.realpath(sys.executable)
-    env = os.environ if env is None else env
-    paths = str(env.get("PYTHONPATH", "")).split(os.pathsep)
-    if (env.get("RETAINCHECK_PROOF_SPEC") != spec_path or boot not in paths) and _may_run_python(
-            words, real):
-        return "environment"
-    for i, word in enumerate(words):
-        if word == "env" and any(w in ("-i", "--ignore-environment", "-") or w.startswith("-u")
-                                 for w in words[i + 1:i + 4]):
-            return "env -i"
-        if not _is_python(word, real):
-            continue
-        for flag in words[i + 1:]:
-            if not flag.startswith("-") or flag.startswith("--") or flag == "-":
-                break
-            letters = flag[1:]
-            for letter in letters:
-                if letter in "IES":
-                    return f"python -{letter}"
-                if letter in "cmWX":
-                    break  # its argument follows
-            if any(letter in letters for letter in "cm"):
-                break
-    return None
+def _watch_spawns(reached, expected, unreached):
+    """Hold every process the rerun starts to account (rev27l, rev27m: guessing from a
+    command's words whether it runs Python out of reach, as this did before, missed
+    ``-W x -I``, script files, ``os.unsetenv``, ``env NAME=``, multiprocessing's spawn). Each
+    Python process this module runs in writes its pid, parent pid and start time to
+    ``reached``; each start of a command not in ``_NO_PYTHON`` writes the new process's pid
+    and the time before the start to ``expected``; ``_proof`` holds the proof only if every
+    expected pid reached this module after that time, so ``python -I``/``-E``/``-S``, an
+    environment without the proof's variables, a shell script, or any program that starts
+    Python in a child of its own makes the proof not hold ("could not tell: kept").
+    Watched: ``_posixsubprocess.fork_exec`` (``subprocess.Popen``, multiprocessing's spawn
+    and forkserver: ``Lib/multiprocessing/util.py``, ``spawnv_passfds``), ``os.posix_spawn*``
+    (``subprocess``'s other path), ``os.exec*`` (``os.spawn*``, ``pty.spawn``), ``os.system``
+    (no pid: only a ``_NO_PYTHON`` command passes), in ``os`` and ``posix`` alike. Not
+    watched: a process C code starts (``ctypes``)."""
+    import time
 
+    def expect(argv, pid, since):
+        words = _words(argv)
+        if not _starts_no_python(words):
+            _note(expected, f"{pid} {since!r} {' '.join(words)[:120]}")
 
-_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "env", "xargs", "nohup", "timeout", "nice"}
+    import posix
 
-
-def _may_run_python(words, real):
-    """Whether a command may start Python: a word that names Python, a shell or a launcher
-    (``env``, ``nohup``) that runs the rest, or a script file whose first line names Python.
-    A program such as ``ldconfig`` or ``git`` (torch's import runs ``ldconfig -p`` with an
-    environment of its own) starts none."""
-    if any(_is_python(word, real) for word in words):
-        return True
-    if not words:
-        return False
-    if os.path.basename(words[0]) in _SHELLS:
-        return True
-    try:
-        with open(words[0], "rb") as f:
-            first = f.readline(200)
-    except OSError:
-        return False
-    return first.startswith(b"#!") and b"python" in first
-
-
-def _watch_spawns(spec_path, boot, unreached):
-    """Note every command that may start Python out of this module's reach (``_unreached``):
-    ``subprocess.Popen`` (``run``, ``call``, ``check_output``, ``os.popen``), ``os.exec*``,
-    ``os.posix_spawn*``, ``os.system``; ``os.spawn*`` goes through ``os.exec*``."""
-    def check(argv, env):
-        why = _unreached(argv, env, spec_path, boot)
-        if why:
-            _note(unreached, f"{why}: {' '.join(_python_tokens(argv))[:120]}")
-
-    def wrap(name, argv_at, env_at=None):
-        original = getattr(os, name, None)
+    def wrap(name, argv_at, spawns):
+        original = getattr(posix, name, None)
         if original is None:
             return
 
         def wrapper(*args, **kwargs):
-            env = kwargs.get("env")
-            if env_at is not None and len(args) > env_at:
-                env = args[env_at]
-            check(args[argv_at] if len(args) > argv_at else kwargs.get("argv", ()), env)
-            return original(*args, **kwargs)
+            argv = args[argv_at] if len(args) > argv_at else kwargs.get("argv", ())
+            since = time.time()
+            if name == "system":
+                if not _starts_no_python(["/bin/sh", "-c", *_words(argv)]):
+                    _note(unreached, f"os.system {' '.join(_words(argv))[:120]}")
+                return original(*args, **kwargs)
+            if not spawns:  # exec: this process becomes the command, with the same pid
+                expect(argv, os.getpid(), since)
+                return original(*args, **kwargs)
+            pid = original(*args, **kwargs)
+            expect(argv, pid, since)
+            return pid
 
-        setattr(os, name, wrapper)
+        for module in (os, posix):
+            if getattr(module, name, None) is original:
+                setattr(module, name, wrapper)
 
-    wrap("execv", 1)
-    wrap("execve", 1, 2)
-    wrap("posix_spawn", 1, 2)
-    wrap("posix_spawnp", 1, 2)
-    wrap("system", 0)
+    wrap("execv", 1, False)
+    wrap("execve", 1, False)
+    wrap("posix_spawn", 1, True)
+    wrap("posix_spawnp", 1, True)
+    wrap("system", 0, False)
 
-    def patch_popen(subprocess):
-        import inspect
+    import _posixsubprocess
 
-        init = subprocess.Popen.__init__
-        signature = inspect.signature(init)
+    fork_exec = _posixsubprocess.fork_exec
 
-        def __init__(self, *args, **kwargs):
-            try:
-                bound = signature.bind(self, *args, **kwargs).arguments
-            except TypeError:
-                bound = {}
-            argv = bound.get("args", ())
-            if bound.get("executable"):
-                argv = [bound["executable"], *_python_tokens(argv)]
-            check(argv, bound.get("env"))
-            return init(self, *args, **kwargs)
+    def watched_fork_exec(*args, **kwargs):
+        argv = list(args[0] if args else kwargs.get("args", ()))
+        programs = args[1] if len(args) > 1 else kwargs.get("executable_list", ())
+        if programs:  # the program run (Popen's executable=, or a shell) is the first of these
+            argv = [programs[0], *argv[1:]]
+        since = time.time()
+        pid = fork_exec(*args, **kwargs)
+        expect(argv, pid, since)
+        return pid
 
-        subprocess.Popen.__init__ = __init__
-
-    if "subprocess" in sys.modules:
-        patch_popen(sys.modules["subprocess"])
-    else:
-        _after_import("subprocess", patch_popen)
+    _posixsubprocess.fork_exec = watched_fork_exec
+    if "subprocess" in sys.modules:  # it binds fork_exec when imported (3.11+)
+        sys.modules["subprocess"]._fork_exec = watched_fork_exec
+    _note(reached, f"{os.getpid()} {os.getppid()} {time.time()!r}")
 
 
-def _wrap_engine(variable_module, marker, forced, texts=frozenset()):
+def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=None):
     """Stand in front of the engine once ``torch.autograd.variable`` is imported."""
     import linecache
 
@@ -258,11 +236,11 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset()):
                     return True
                 if not texts:
                     return False
-                # the same line of a copy of the file (a script copied and run again): the
-                # flag is forced off there too; forcing more lines off only makes the
-                # proof fail more often
+                # a line with the same text anywhere (a copy of the script run again, with
+                # lines shifted or not: rev27m M3): the flag is forced off there too; forcing
+                # more lines off only makes the proof fail more often
                 text = linecache.getline(name, frame.f_lineno).strip()
-                return (frame.f_lineno, text) in texts
+                return text in texts if text else None  # None: code with no source to read
             frame = frame.f_back
         return False
 
@@ -271,11 +249,23 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset()):
             return getattr(engine, name)
 
         def run_backward(self, *args, **kwargs):
-            if forced and from_forced_line():
+            if not forced:
+                return self.run(args, kwargs)
+            line = from_forced_line()
+            keep = args[2] if len(args) > 2 else kwargs.get("keep_graph")
+            if line is None and keep and unreached:
+                # a pass that keeps its graph, started from code whose text cannot be read
+                # (compiled from a string, rev27l n18): it may be a copy of a line being proven
+                _note(unreached, "a backward pass keeping its graph in code with no source")
+            if line:
                 if len(args) > 2:
                     args = (*args[:2], False, *args[3:])
                 else:
                     kwargs["keep_graph"] = False
+            return self.run(args, kwargs)
+
+        @staticmethod
+        def run(args, kwargs):
             try:
                 return engine.run_backward(*args, **kwargs)
             except RuntimeError as exc:
@@ -321,9 +311,9 @@ def _start():
             spec = None
         if spec is not None:
             forced = {(os.path.realpath(p), int(n)) for p, n in spec.get("forced", [])}
-            texts = {(int(n), t) for n, t in spec.get("texts", []) if t}
-            if spec.get("unreached"):
-                _watch_spawns(spec_path, spec["site"], spec["unreached"])
+            texts = {t for _, t in spec.get("texts", []) if t}
+            if spec.get("reached"):
+                _watch_spawns(spec["reached"], spec["expected"], spec["unreached"])
             # Traced from the end of torch's import: no freed-graph error can come before it,
             # and tracing the import itself would double its time.
             if "torch" in sys.modules:
@@ -332,10 +322,11 @@ def _start():
                 _after_import("torch", lambda m: _watch_exceptions(spec["marker"], spec["tracer"]))
             module = sys.modules.get("torch.autograd.variable")
             if module is not None:
-                _wrap_engine(module, spec["marker"], forced, texts)
+                _wrap_engine(module, spec["marker"], forced, texts, spec.get("unreached"))
             else:
                 _after_import("torch.autograd.variable",
-                              lambda m: _wrap_engine(m, spec["marker"], forced, texts))
+                              lambda m: _wrap_engine(m, spec["marker"], forced, texts,
+                                                     spec.get("unreached")))
     # the sitecustomize this one stands in front of, if there is one
     import importlib.machinery
     import importlib.util
