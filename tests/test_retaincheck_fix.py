@@ -626,3 +626,23 @@ def test_the_proof_sees_multiprocessing_start_python(tmp_path):
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: part of the program ran out of the rerun's reach (started " in proc.stderr
+
+
+@pytest.mark.proof
+def test_fix_and_the_gate_prove_their_sites_together(tmp_path):
+    """rev27l X1: --fix --fail-on-unneeded proved the site it edits alone and the other alone,
+    so it exited 6 though removing both fails. The gate's rerun keeps --fix's sites forced off."""
+    script = _copy(tmp_path, CLI_FIXTURES / "either_graph.py")
+    source = script.read_text()
+    (tmp_path / "without.py").write_text(
+        source.replace("retain_graph=True", "").replace("keep = True", "keep = False"))
+    truth = subprocess.run([sys.executable, "without.py"], cwd=tmp_path, capture_output=True,
+                           text=True, check=False, timeout=120)
+    assert truth.returncode == 1 and "AttributeError" in truth.stderr, truth.stderr
+    proc = cli("--fix", "--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert "1 change in 1 file, proven" in proc.stdout, proc.stdout
+    assert "NOT proven: the rerun exited with status 1" in proc.stdout + proc.stderr
+    verdicts = [line.split(":")[1].strip() for line in proc.stdout.splitlines()
+                if line.strip().startswith("verdict:")]
+    assert verdicts == ["NOT NEEDED", "NEEDED"], proc.stdout
+    assert proc.returncode == 6  # the first alone: proven, as its truth is

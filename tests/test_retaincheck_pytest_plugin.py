@@ -402,3 +402,24 @@ def test_the_module_named_with_p_beside_the_installed_entry_point(pytester, monk
     )
     assert result.ret == 0, result.outlines
     assert "1 retain_graph=True call site not needed (1 test audited" in result.stdout.str()
+
+
+def test_a_helper_imported_before_the_audit_counts_as_a_walk(pytester, monkeypatch):
+    """rev27m S1: a conftest's helper that calls backward(), imported by the test module at
+    collection (before each test's audit began), called on a path this run did not take: the
+    site may be walked again there, so it is never "not needed" (no 6, even unproven)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest("def extra_walk(y):\n    y.backward()\n")
+    pytester.makepyfile(test_c=(
+        "import os\nimport torch\nfrom conftest import extra_walk\n\n\n"
+        "def test_extra():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    y = (x * x).sum()\n"
+        "    y.backward(retain_graph=True)\n"
+        "    if os.environ.get('EXTRA'):\n"
+        "        extra_walk(y)\n"
+    ))
+    result = run(pytester, "--retaincheck-fail", "--retaincheck-skip-proof")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[0].startswith("no retain_graph=True found not needed"), result.outlines

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ._hooks import LOCK, Session
@@ -141,9 +142,11 @@ def _mark_untaken_calls(session: Session) -> None:
         return
     from ._reads import _kind, project_walkers, untaken_calls
 
-    # the program's own files: those it ran on the way to a site, and the modules of its own
-    # that it imported since the audit began (losses.py of a train.py; not the test modules
-    # around an audit, imported before it)
+    # the program's own files: those it ran on the way to a site, the modules of its own that
+    # it imported since the audit began (losses.py of a train.py), and those its files name
+    # (a test module's `from helpers import walk`, a conftest's helper imported before a
+    # test's audit began: rev27m S1). Not every module of the user's imported before: the
+    # other test modules of a pytest session would make every same-named function a walker.
     before = session.modules_before or set()
     own = {name for name in set(session.files) | {site[3] for site in session.sites.values()}
            if name and not name.startswith("<") and _kind(name) == 2}
@@ -151,6 +154,7 @@ def _mark_untaken_calls(session: Session) -> None:
                if module_name not in before
                and isinstance(name := getattr(module, "__file__", None), str)
                and name.endswith(".py") and _kind(name) == 2)
+    own.update(_named_from(own))
     extra = project_walkers(sorted(own))
     for record in open_sites:
         source = getattr(record, "_source", None)
@@ -166,6 +170,41 @@ def _mark_untaken_calls(session: Session) -> None:
             found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
                                                            session.block, extra)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
+
+
+def _named_from(files: set[str]) -> set[str]:
+    """The user's own files that the modules of ``files`` name in their globals (a module
+    bound by ``import helpers as h``, a function or class bound by ``from helpers import
+    walk``), and those that these name in turn."""
+    from ._reads import _kind
+
+    by_file = {}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if isinstance(name, str) and name.endswith(".py"):
+            by_file.setdefault(os.path.realpath(name), module)
+    here = os.path.dirname(os.path.realpath(__file__)) + os.sep
+    found: set[str] = set()
+    todo = [os.path.realpath(f) for f in files]
+    while todo:
+        module = by_file.get(todo.pop())
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if isinstance(value, type(sys)):
+                name = getattr(value, "__file__", None)
+            else:
+                code = getattr(getattr(value, "__func__", value), "__code__", None)
+                name = getattr(code, "co_filename", None)
+                if name is None and isinstance(value, type):
+                    name = getattr(sys.modules.get(value.__module__), "__file__", None)
+            if not isinstance(name, str) or not name.endswith(".py") or _kind(name) != 2:
+                continue
+            real = os.path.realpath(name)
+            if real.startswith(here):
+                continue  # retaincheck's own files (an editable install is not site-packages)
+            if real not in found and real not in files:
+                found.add(real)
+                todo.append(real)
+    return found
 
 
 def _mark_forked_children(session: Session) -> None:

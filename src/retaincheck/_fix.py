@@ -307,7 +307,8 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
     print, or None when there is no such site."""
     from ._proof import prove, real_line
 
-    # --fix --fail-on-unneeded: the sites --fix proved (its rerun, _prove) need no second one
+    # --fix --fail-on-unneeded: the sites --fix proved (its rerun, _prove) are not rerun for
+    # their own sake
     records = [r for r in report.calls
                if r.verdict == "not needed" and not getattr(r, "_proven", False)]
     if not records:
@@ -331,6 +332,13 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
     if not forced:
         how = message("f_not_proven", lang, reason=message("proof_no_file", lang))
         return message("gate_proof_one" if n == 1 else "gate_proof_many", lang, n=n, how=how)
+    # the sites --fix proved stay forced off too: the 6 claims them all together, and each
+    # may be unneeded only while the other keeps its graph (rev27l X1)
+    for record in report.calls:
+        if record.verdict == "not needed" and getattr(record, "_proven", False):
+            line = real_line(record)
+            if line is not None:
+                lines.append(line)
     proof = prove({}, program, lang, lines)
     how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
     if not proof.proven and proof.ran:
