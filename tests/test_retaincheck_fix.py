@@ -9,6 +9,7 @@ the caught-error proof; the other proofs are marked ``proof`` and run in ``.ci/r
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -506,6 +507,19 @@ def test_the_proof_guesses_only_which_commands_start_no_python(command, free):
     from retaincheck._proof_site import _starts_no_python
 
     assert _starts_no_python(command) is free
+
+
+def test_a_script_named_like_a_listed_program_is_not_trusted(tmp_path, monkeypatch):
+    """A `git` on PATH that is a script (it may run python -I) is not the real program."""
+    from retaincheck._proof_site import _starts_no_python
+
+    fake = tmp_path / "git"
+    fake.write_text("#!/bin/sh\nexec python3 -I x.py\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert not _starts_no_python(["git", "log"])
+    assert not _starts_no_python(["/bin/sh", "-c", "git log"])
+    assert not _starts_no_python([str(fake), "log"])
 
 
 def test_the_proof_holds_only_if_every_started_process_reached_it(tmp_path):

@@ -138,7 +138,17 @@ def _starts_no_python(words):
         while tokens and "=" in tokens[0] and not tokens[0].startswith("="):
             tokens = tokens[1:]  # NAME=VALUE before the command
         words = tokens
-    return bool(words) and os.path.basename(words[0]) in _NO_PYTHON
+    if not words or os.path.basename(words[0]) not in _NO_PYTHON:
+        return False
+    import shutil
+
+    # a script that only bears the name (a `git` wrapper on PATH) may run anything
+    path = words[0] if os.sep in words[0] else shutil.which(words[0])
+    try:
+        with open(path or words[0], "rb") as f:
+            return f.read(2) != b"#!"
+    except OSError:
+        return True  # not found: it starts nothing
 
 
 def _watch_spawns(reached, expected, unreached):
