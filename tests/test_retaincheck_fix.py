@@ -660,3 +660,57 @@ def test_fix_and_the_gate_prove_their_sites_together(tmp_path):
                 if line.strip().startswith("verdict:")]
     assert verdicts == ["NOT NEEDED", "NEEDED"], proc.stdout
     assert proc.returncode == 6  # the first alone: proven, as its truth is
+
+
+STDIN_PATH = """import sys
+
+import torch
+
+mode = sys.stdin.read().strip()
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+if mode == "check":
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))  # a name the audit cannot read
+print("grad", x.grad.tolist())
+"""
+
+
+@pytest.mark.proof
+def test_the_rerun_reads_the_same_standard_input(tmp_path):
+    """rev27o R1: the program takes its path from standard input; with the rerun's input
+    closed it took the other path, and the gate exited 6 though without the flag the run
+    fails. The rerun gets the bytes the audited run could read."""
+    script = tmp_path / "reads_stdin.py"
+    script.write_text(STDIN_PATH)
+    (tmp_path / "without.py").write_text(STDIN_PATH.replace("retain_graph=True", ""))
+    truth = subprocess.run([sys.executable, "without.py"], cwd=tmp_path, input="check\n",
+                           capture_output=True, text=True, check=False, timeout=120)
+    assert truth.returncode == 1 and "second time" in truth.stderr, truth.stderr
+    proc = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                           script.name], cwd=tmp_path, input="check\n", capture_output=True,
+                          text=True, check=False, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun failed (exit status 1)" in proc.stderr, proc.stderr
+
+
+def test_standard_input_too_long_to_give_again_is_not_kept(monkeypatch):
+    """Past its limit _StdinTee keeps nothing and says so (False): the proof then does not
+    hold. What the program reads is passed through whole either way."""
+    from retaincheck.__main__ import _StdinTee
+
+    monkeypatch.setattr(_StdinTee, "LIMIT", 10)
+    saved = os.dup(0)
+    read, write = os.pipe()
+    os.dup2(read, 0)
+    os.close(read)
+    try:
+        tee = _StdinTee()
+        os.write(write, b"0123456789abcdef")
+        os.close(write)
+        with os.fdopen(os.dup(0), "rb") as stdin:
+            assert stdin.read() == b"0123456789abcdef"
+        assert tee.close() is False
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)

@@ -394,6 +394,53 @@ class _Tee:
         return b"".join(self.chunks) if done else None
 
 
+class _StdinTee:
+    """For the proof: keep what the program could read on standard input, so that the rerun
+    gets the same bytes (rev27o R1: with an empty input the rerun took another path and
+    proved nothing). A pipe or a file on file descriptor 0 is replaced by a pipe that a thread
+    fills from it, keeping each chunk; a terminal is left alone. Past ``LIMIT`` bytes the
+    input cannot be given again, and the proof does not hold."""
+
+    LIMIT = 64 << 20
+
+    def __init__(self):
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.source = None
+        if os.isatty(0):
+            return
+        try:
+            self.source = os.dup(0)
+        except OSError:  # no standard input at all
+            return
+        read, self.write = os.pipe()
+        os.dup2(read, 0)
+        os.close(read)
+        threading.Thread(target=self._pump, name="retaincheck-stdin", daemon=True).start()
+
+    def _pump(self) -> None:
+        try:
+            while data := os.read(self.source, 65536):
+                self.size += len(data)
+                if self.size <= self.LIMIT:
+                    self.chunks.append(data)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self.write, view):]
+        except OSError:  # the program closed its end: what it read is kept
+            pass
+        finally:
+            os.close(self.write)
+
+    def close(self) -> bytes | None | bool:
+        """The bytes the program could read; None for a terminal or no input; False if too
+        long. Standard input is given back to this process."""
+        if self.source is None:
+            return None
+        os.dup2(self.source, 0)
+        return False if self.size > self.LIMIT else b"".join(self.chunks)
+
+
 class _Recorder:
     """``sys.stdout`` that also keeps what is written (see ``_Tee``)."""
 
@@ -572,11 +619,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = sys.stderr
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = _Tee() if proving else None
+    stdin = _StdinTee() if proving else None
     pid = os.getpid()
     try:
         report, status, stopped = _run_program(opts, code)
     finally:
         printed = tee.close() if tee is not None else None
+        given = stdin.close() if stdin is not None else None
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
@@ -594,14 +643,14 @@ def main(argv: list[str] | None = None) -> int:
         # A second Ctrl-C must not cut the report short.
         sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return _finish(opts, report, status, stopped, start_dir, printed)
+        return _finish(opts, report, status, stopped, start_dir, printed, given)
     finally:
         if sigint is not None:
             signal.signal(signal.SIGINT, sigint)
 
 
 def _finish(opts: Options, report, status: int, stopped, start_dir: str,
-            printed: bytes | None = None) -> int:
+            printed: bytes | None = None, given: bytes | None | bool = None) -> int:
     """Print (and write) the report, --fix's plan, and return the exit status."""
     completed = stopped is None and getattr(report, "completed", True)
     rank = _rank()
@@ -613,7 +662,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed)
+                          printed, given)
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
                     program=program, skip_proof=opts.skip_proof, lang=opts.lang)
     gate_proof = None
@@ -624,7 +673,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed)
+                          printed, given)
         gate_proof = prove_unneeded(report, completed, status, dirs=[start_dir],
                                     program=program, skip_proof=opts.skip_proof,
                                     lang=opts.lang)

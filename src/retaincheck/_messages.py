@@ -211,6 +211,7 @@ EN: dict[str, str] = {
     "proof_line": "line {n}: {old} became {new}",
     "proof_lines": "{old} lines became {new}",
     "proof_no_output": "no output",
+    "proof_stdin": "the program's standard input was too long to give the rerun again",
     "proof_ok": "a rerun with the changes exited {status} as the audited run did ({seconds} s)",
     "proof_ok_flag": "the rerun exited {status} as the audited run did ({seconds} s)",
     "proof_no_file": "the call site is in code with no file (exec, eval), so no rerun can "
@@ -380,6 +381,7 @@ ZH: dict[str, str] = {
     "proof_line": "第 {n} 行：{old} 变成了 {new}",
     "proof_lines": "{old} 行变成了 {new} 行",
     "proof_no_output": "没有输出",
+    "proof_stdin": "程序的标准输入太长，无法原样交给重新运行",
     "proof_ok": "应用改动后重新运行，与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
     "proof_ok_flag": "重新运行与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
     "proof_no_file": "这个调用位置所在的代码没有对应的文件（exec、eval），"

@@ -2,9 +2,10 @@
 
 The edited files are written to a temporary folder; a new interpreter runs the program as the
 audited run did (the same script or ``-m`` module, arguments, working directory and
-environment, standard input closed), with every edited file read from its temporary copy
-under its own name (``__file__``, tracebacks and imports see the original path, and no
-bytecode cache of the original is used). The program runs plainly, without the audit. The
+environment; on standard input what the audited run could read from a pipe or file), with
+every edited file read from its temporary copy under its own name (``__file__``, tracebacks
+and imports see the original path, and no bytecode cache of the original is used). The
+program runs plainly, without the audit. The
 rerun's Python processes (the program and those it starts) run ``_proof_site`` first: a
 backward pass started from a line being proven runs without keeping its graph, whatever form
 the flag took and whichever file runs the line, and freed-graph errors are noted, even
@@ -57,6 +58,9 @@ class Program:
     cwd: str
     status: int = 0
     stdout: bytes | None = None  # what the audited run wrote to its standard output
+    # what the audited run could read on standard input (a pipe or a file), given to the
+    # rerun again; None: a terminal or nothing (the rerun's is then empty); False: too long
+    stdin: bytes | None | bool = None
 
 
 def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
@@ -69,6 +73,8 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
 
     if _distributed():
         return Proof(False, m("proof_distributed"), 0.0, ran=False)
+    if program.stdin is False:
+        return Proof(False, m("proof_stdin"), 0.0, ran=False, refutes=False)
     with tempfile.TemporaryDirectory(prefix="retaincheck-proof-") as tmp:
         copies = {}
         for i, (path, source) in enumerate(sorted(changes.items())):
@@ -105,10 +111,10 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         )
         start = time.perf_counter()
         try:
+            feed = {"stdin": subprocess.DEVNULL} if not program.stdin else {"input": program.stdin}
             proc = subprocess.run(
                 [sys.executable, "-c", boot, here, spec],
-                cwd=program.cwd, env=env, stdin=subprocess.DEVNULL,
-                capture_output=True, check=False,
+                cwd=program.cwd, env=env, capture_output=True, check=False, **feed,
             )
         except OSError as exc:
             return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0, ran=False)
