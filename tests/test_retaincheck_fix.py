@@ -520,6 +520,8 @@ def test_a_script_named_like_a_listed_program_is_not_trusted(tmp_path, monkeypat
     assert not _starts_no_python(["git", "log"])
     assert not _starts_no_python(["/bin/sh", "-c", "git log"])
     assert not _starts_no_python([str(fake), "log"])
+    (tmp_path / "nvidia-smi").symlink_to(sys.executable)  # Python under a listed name
+    assert not _starts_no_python(["nvidia-smi", "-I", "x.py"])
 
 
 def test_the_proof_holds_only_if_every_started_process_reached_it(tmp_path):

@@ -142,8 +142,12 @@ def _starts_no_python(words):
         return False
     import shutil
 
-    # a script that only bears the name (a `git` wrapper on PATH) may run anything
+    # a script that only bears the name (a `git` wrapper on PATH) may run anything, and a
+    # link to Python under that name is Python
     path = words[0] if os.sep in words[0] else shutil.which(words[0])
+    real = os.path.realpath(path or words[0])
+    if real == os.path.realpath(sys.executable) or "python" in os.path.basename(real):
+        return False
     try:
         with open(path or words[0], "rb") as f:
             return f.read(2) != b"#!"
@@ -182,6 +186,9 @@ def _watch_spawns(reached, expected, unreached):
 
         def wrapper(*args, **kwargs):
             argv = args[argv_at] if len(args) > argv_at else kwargs.get("argv", ())
+            if name != "system":  # the program run is the path, whatever argv[0] says
+                path = args[0] if args else kwargs.get("path", "")
+                argv = [path, *_words(argv)[1:]]
             since = time.time()
             if name == "system":
                 if not _starts_no_python(["/bin/sh", "-c", *_words(argv)]):
