@@ -498,6 +498,8 @@ def test_the_proof_reaches_a_process_that_runs_the_file_again(tmp_path):
     (["/bin/sh", "-c", "git log $(python -I x.py)"], False),
     (["env", "git", "log"], False),
     (["./run.sh"], False),
+    (["/bin/sh", "-c", "git --version >/dev/null\npython -I x.py"], False),  # rev27n F1
+    (["/bin/sh", "-c", "which a#; python -I x.py"], False),  # rev27n F1b
 ])
 def test_the_proof_guesses_only_which_commands_start_no_python(command, free):
     """rev27l, rev27m: a guess from a command's words (-I after -W ignore, a script file, a
@@ -716,3 +718,27 @@ def test_standard_input_too_long_to_give_again_is_not_kept(monkeypatch):
     finally:
         os.dup2(saved, 0)
         os.close(saved)
+
+
+GETTRACE_PATH = """import sys
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+if sys.gettrace() is None:  # no debugger attached
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))  # a name the audit cannot read
+print("grad", x.grad.tolist())
+"""
+
+
+@pytest.mark.proof
+def test_the_rerun_hides_its_trace_function(tmp_path):
+    """rev27o R2: the rerun's trace function made sys.gettrace() not None, so a program that
+    asks took another path there and the gate exited 6 though the run fails without the flag."""
+    script = tmp_path / "asks_gettrace.py"
+    script.write_text(GETTRACE_PATH)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun failed (exit status 1)" in proc.stdout + proc.stderr

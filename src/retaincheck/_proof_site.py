@@ -93,6 +93,16 @@ def _watch_exceptions(marker, tracer):
     for name in ("start_new_thread", "start_new", "start_joinable_thread"):
         if hasattr(_thread, name):
             setattr(_thread, name, traced(getattr(_thread, name)))
+    def hidden(getter):  # the program sees no trace function of ours (rev27o R2: a program
+        def gettrace():  # that asks sys.gettrace() took another path in the rerun)
+            function = getter()
+            return None if function is start or function is local else function
+
+        return gettrace
+
+    sys.gettrace = hidden(sys.gettrace)
+    if hasattr(threading, "gettrace"):
+        threading.gettrace = hidden(threading.gettrace)
     sys.settrace = noted(sys.settrace)
     threading.settrace = noted(threading.settrace)
     if hasattr(threading, "settrace_all_threads"):
@@ -108,7 +118,6 @@ _NO_PYTHON = frozenset({
     "df", "which", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "nvcc", "ptxas", "openssl",
 })
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
-_REDIRECTS = frozenset({">", ">>", "<", ">&", "&>", "<&", ">|"})
 
 
 def _words(argv):
@@ -123,21 +132,18 @@ def _starts_no_python(words):
     command (no ``;``, ``|``, ``&``, brackets, ``$`` or backquote; redirections allowed). This
     is the only guess the watch makes: every other command is checked by what it did."""
     if len(words) >= 3 and os.path.basename(words[0]) in _SHELLS and words[1] == "-c":
-        import shlex
+        # Only plain words and trailing redirections: no quotes, newlines, `#`, `;`, `&`, `|`,
+        # brackets, `$` or globs, which a shell reads otherwise than a word splitter would
+        # (rev27n F1: shlex took a newline for a space and `a#` for a comment)
+        import re
 
-        lexer = shlex.shlex(words[2], posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        try:
-            tokens = list(lexer)
-        except ValueError:
+        command = re.sub(r"(?:\s+[0-9]?(?:>>?|<)\s*/dev/null|\s+[0-9]?>&[0-9])+\s*$", "",
+                         words[2])
+        if not re.fullmatch(r"[A-Za-z0-9_./=:,@%+ -]*", command):
             return False
-        for token in tokens:
-            if "$" in token or "`" in token or (
-                    set(token) <= set("();<>|&") and token not in _REDIRECTS):
-                return False
-        while tokens and "=" in tokens[0] and not tokens[0].startswith("="):
-            tokens = tokens[1:]  # NAME=VALUE before the command
-        words = tokens
+        words = command.split()
+        while words and "=" in words[0] and not words[0].startswith("="):
+            words = words[1:]  # NAME=VALUE before the command
     if not words or os.path.basename(words[0]) not in _NO_PYTHON:
         return False
     import shutil
