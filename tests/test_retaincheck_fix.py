@@ -742,3 +742,37 @@ def test_the_rerun_hides_its_trace_function(tmp_path):
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: the rerun failed (exit status 1)" in proc.stdout + proc.stderr
+
+
+STATE_PATH = """import os
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+if not os.path.exists("checked.marker"):  # the first run checks the saved values once
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))  # a name the audit cannot read
+    open("checked.marker", "w").close()
+torch.save(x.grad, "grad.pt")  # written, then read back: the rerun's own file
+print("grad", torch.load("grad.pt").tolist())
+"""
+
+
+@pytest.mark.proof
+def test_the_rerun_does_not_start_from_what_the_audited_run_left(tmp_path):
+    """rev27o R3: the audited run leaves a marker; the rerun found it and skipped the read
+    the audit cannot see, and the gate exited 6 though a first run fails without the flag.
+    A read of a file the audited run wrote makes the proof not hold; a file the rerun writes
+    itself (torch.save, then torch.load) does not."""
+    script = tmp_path / "leaves_state.py"
+    script.write_text(STATE_PATH)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("NOT proven: the rerun read checked.marker, which the audited run had written"
+            in proc.stdout + proc.stderr), proc.stdout + proc.stderr
+    (tmp_path / "checked.marker").unlink()
+    plain = tmp_path / "no_marker.py"
+    plain.write_text(STATE_PATH.replace('not os.path.exists("checked.marker")', "False"))
+    proc = cli("--fail-on-unneeded", plain.name, cwd=tmp_path)
+    assert proc.returncode == 6, proc.stdout + proc.stderr  # grad.pt: its own, read back

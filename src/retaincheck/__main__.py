@@ -620,12 +620,17 @@ def main(argv: list[str] | None = None) -> int:
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = _Tee() if proving else None
     stdin = _StdinTee() if proving else None
+    if proving:
+        from ._proof import changed_paths, snapshot
+
+        before = snapshot(start_dir)
     pid = os.getpid()
     try:
         report, status, stopped = _run_program(opts, code)
     finally:
         printed = tee.close() if tee is not None else None
         given = stdin.close() if stdin is not None else None
+        touched = changed_paths(before, snapshot(start_dir)) if proving else ()
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
@@ -643,14 +648,15 @@ def main(argv: list[str] | None = None) -> int:
         # A second Ctrl-C must not cut the report short.
         sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return _finish(opts, report, status, stopped, start_dir, printed, given)
+        return _finish(opts, report, status, stopped, start_dir, printed, given, touched)
     finally:
         if sigint is not None:
             signal.signal(signal.SIGINT, sigint)
 
 
 def _finish(opts: Options, report, status: int, stopped, start_dir: str,
-            printed: bytes | None = None, given: bytes | None | bool = None) -> int:
+            printed: bytes | None = None, given: bytes | None | bool = None,
+            touched: list[str] | bool = ()) -> int:
     """Print (and write) the report, --fix's plan, and return the exit status."""
     completed = stopped is None and getattr(report, "completed", True)
     rank = _rank()
@@ -662,7 +668,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed, given)
+                          printed, given, touched)
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
                     program=program, skip_proof=opts.skip_proof, lang=opts.lang)
     gate_proof = None
@@ -673,7 +679,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed, given)
+                          printed, given, touched)
         gate_proof = prove_unneeded(report, completed, status, dirs=[start_dir],
                                     program=program, skip_proof=opts.skip_proof,
                                     lang=opts.lang)

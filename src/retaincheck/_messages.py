@@ -212,6 +212,10 @@ EN: dict[str, str] = {
     "proof_lines": "{old} lines became {new}",
     "proof_no_output": "no output",
     "proof_stdin": "the program's standard input was too long to give the rerun again",
+    "proof_big_folder": "the working folder holds over {n} files, too many to tell what the "
+    "run changed in it",
+    "proof_state": "the rerun read {path}, which the audited run had written, so it may have "
+    "taken another path (run the check in a fresh folder)",
     "proof_ok": "a rerun with the changes exited {status} as the audited run did ({seconds} s)",
     "proof_ok_flag": "the rerun exited {status} as the audited run did ({seconds} s)",
     "proof_no_file": "the call site is in code with no file (exec, eval), so no rerun can "
@@ -382,6 +386,9 @@ ZH: dict[str, str] = {
     "proof_lines": "{old} 行变成了 {new} 行",
     "proof_no_output": "没有输出",
     "proof_stdin": "程序的标准输入太长，无法原样交给重新运行",
+    "proof_big_folder": "工作目录里的文件超过 {n} 个，太多了，看不出这次运行改动了哪些",
+    "proof_state": "重新运行读取了受检查的那次运行写下的 {path}，可能因此走了另一条路径"
+    "（请在一个干净的目录里检查）",
     "proof_ok": "应用改动后重新运行，与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
     "proof_ok_flag": "重新运行与受检查的那次一样以状态 {status} 退出（{seconds} 秒）",
     "proof_no_file": "这个调用位置所在的代码没有对应的文件（exec、eval），"

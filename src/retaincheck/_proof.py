@@ -61,6 +61,9 @@ class Program:
     # what the audited run could read on standard input (a pipe or a file), given to the
     # rerun again; None: a terminal or nothing (the rerun's is then empty); False: too long
     stdin: bytes | None | bool = None
+    # the paths under the working folder the audited run created, changed or removed
+    # (``changed_paths``); False: too many files to tell
+    touched: list[str] | bool = ()
 
 
 def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
@@ -75,6 +78,9 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         return Proof(False, m("proof_distributed"), 0.0, ran=False)
     if program.stdin is False:
         return Proof(False, m("proof_stdin"), 0.0, ran=False, refutes=False)
+    if program.touched is False:
+        return Proof(False, m("proof_big_folder", n=SNAPSHOT_LIMIT), 0.0, ran=False,
+                     refutes=False)
     with tempfile.TemporaryDirectory(prefix="retaincheck-proof-") as tmp:
         copies = {}
         for i, (path, source) in enumerate(sorted(changes.items())):
@@ -88,13 +94,15 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         unreached = os.path.join(tmp, "unreached.txt")
         reached = os.path.join(tmp, "reached.txt")
         expected = os.path.join(tmp, "expected.txt")
+        state = os.path.join(tmp, "state.txt")
         texts = [[line, linecache.getline(path, line).strip()] for path, line in forced]
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
                        "args": program.args, "copies": copies, "marker": marker,
                        "tracer": tracer, "forced": [list(site) for site in forced],
                        "texts": texts, "unreached": unreached, "reached": reached,
-                       "expected": expected,
+                       "expected": expected, "touched": list(program.touched or ()),
+                       "state": state,
                        "site": os.path.join(tmp, "site")}, f)
         boot_dir = os.path.join(tmp, "site")
         os.mkdir(boot_dir)
@@ -122,6 +130,10 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         caught = None
         own_tracer = os.path.exists(tracer)
         lost = _unreached(unreached, reached, expected)
+        left = None
+        if os.path.exists(state):
+            with open(state, encoding="utf-8", errors="replace") as f:
+                left = (f.read().strip().splitlines() or ["?"])[0]
         if os.path.exists(marker):
             with open(marker, encoding="utf-8", errors="replace") as f:
                 caught = (f.read().strip().splitlines() or [""])[0][:160]
@@ -138,6 +150,9 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         return Proof(False, m("proof_tracer"), seconds, refutes=False)
     if lost:
         return Proof(False, m("proof_unreached", command=lost), seconds, refutes=False)
+    if left:
+        shown = os.path.relpath(left, program.cwd) if left.startswith(program.cwd) else left
+        return Proof(False, m("proof_state", path=shown[:120]), seconds, refutes=False)
     # Lines compared in any order: a program's prints and its subprocesses' output may
     # interleave differently through a pipe than on a terminal.
     if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(
@@ -148,6 +163,41 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     # no file changed (the gates): the flags were only forced off at run time
     return Proof(True, m("proof_ok" if changes else "proof_ok_flag", status=proc.returncode,
                          seconds=f"{seconds:.1f}"), seconds)
+
+
+SNAPSHOT_LIMIT = 20000
+
+
+def snapshot(root: str) -> dict[str, tuple] | None:
+    """Each file and folder under ``root`` (hidden folders and ``__pycache__`` left out): its
+    modification time, size and inode; None past ``SNAPSHOT_LIMIT`` entries."""
+    found: dict[str, tuple] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            is_dir = name in dirs
+            found[path] = (None, 0, st.st_ino) if is_dir else (st.st_mtime_ns, st.st_size,
+                                                                  st.st_ino)
+            if len(found) > SNAPSHOT_LIMIT:
+                return None
+    return found
+
+
+def changed_paths(before: dict | None, after: dict | None) -> list[str] | bool:
+    """The paths the audited run created, changed or removed (``snapshot`` before and after
+    it), absolute, those it created or removed ending in a NUL; False when either snapshot
+    was too big. A rerun that reads one of them
+    before writing it would start from what the audited run left (rev27o R3: a checkpoint or
+    a "done" marker sends it down another path)."""
+    if before is None or after is None:
+        return False
+    return sorted(os.path.abspath(p) + ("" if p in before and p in after else "\0")
+                  for p in set(before) | set(after) if before.get(p) != after.get(p))
 
 
 def _unreached(unreached: str, reached: str, expected: str) -> str | None:

@@ -237,6 +237,98 @@ def _watch_spawns(reached, expected, unreached):
     _note(reached, f"{os.getpid()} {os.getppid()} {time.time()!r}")
 
 
+def _watch_state(touched, unreached):
+    """Note a read of what the audited run left in the working folder (rev27o R3): a path it
+    created, changed or removed (``_proof.changed_paths``), opened for reading, looked up
+    (``os.stat``, ``os.lstat``, so ``os.path.exists`` and ``pathlib``) or listed in its folder
+    (``os.listdir``, ``os.scandir``, so ``glob``) before this process wrote it (opened with
+    truncation, created, renamed onto, removed, made). The rerun would then start from the
+    audited run's results (a checkpoint to resume, a "done" marker), and prove nothing. The
+    opens and listings are seen as audit events (``sys.addaudithook``); a read by C code that
+    raises none is not seen."""
+    # created or removed paths end in a NUL: they change what a listing of their folder shows
+    named = {path[:-1] for path in touched if path.endswith("\0")}
+    touched = frozenset(path.rstrip("\0") for path in touched)
+    folders = {}
+    for path in named:
+        folders.setdefault(os.path.dirname(path), set()).add(path)
+    written = set()  # replaced by this process: what it reads there is its own
+    made = set()  # made to exist by this process (also an append): a listing shows it
+    noted = []
+
+    def seen(path, listing=False):
+        if noted or isinstance(path, int) or path is None:
+            return
+        try:
+            path = os.path.abspath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return
+        if path in written:
+            return
+        if (listing and folders.get(path, set()) - made) or (not listing and path in touched):
+            noted.append(path)
+            _note(unreached, path)
+
+    def write(path, whole=True):
+        if isinstance(path, (str, bytes, os.PathLike)):
+            path = os.path.abspath(os.fsdecode(path))
+            made.add(path)
+            if whole:
+                written.add(path)
+
+    def hook(event, args):
+        if event == "open":
+            path, _, flags = args
+            flags = flags or 0
+            if flags & os.O_TRUNC or (flags & os.O_CREAT and flags & os.O_EXCL):
+                write(path)
+            elif flags & os.O_CREAT:  # an append: the file exists, its start is not ours
+                write(path, whole=False)
+            if not flags & (os.O_WRONLY | os.O_TRUNC):  # read, or read and write (r+)
+                seen(path)
+        elif event in ("os.listdir", "os.scandir"):
+            caller = sys._getframe(1).f_code.co_filename
+            # not import's own looks at sys.path (importlib, importlib.metadata)
+            if not caller.startswith(("<frozen importlib", importlib_dir)):
+                seen(args[0] if args and args[0] is not None else ".", listing=True)
+        elif event == "os.rename":
+            write(args[1])
+        elif event in ("os.remove", "os.mkdir", "os.rmdir"):
+            write(args[0])
+
+    import importlib
+
+    importlib_dir = os.path.dirname(importlib.__file__) + os.sep
+    sys.addaudithook(hook)
+
+    def looked(original):
+        def stat(path, *args, **kwargs):
+            seen(path)
+            return original(path, *args, **kwargs)
+
+        return stat
+
+    os.stat = looked(os.stat)
+    os.lstat = looked(os.lstat)
+
+    def saves(serialization):  # torch.save writes from C++ (PyTorchFileWriter): no audit event
+        save = serialization.save
+
+        def wrapper(obj, f, *args, **kwargs):
+            write(f)
+            return save(obj, f, *args, **kwargs)
+
+        serialization.save = wrapper  # torch/__init__.py binds torch.save from here
+        torch = sys.modules.get("torch")
+        if torch is not None and getattr(torch, "save", None) is save:
+            torch.save = wrapper
+
+    if "torch.serialization" in sys.modules:
+        saves(sys.modules["torch.serialization"])
+    else:
+        _after_import("torch.serialization", saves)
+
+
 def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=None):
     """Stand in front of the engine once ``torch.autograd.variable`` is imported."""
     import linecache
@@ -337,6 +429,8 @@ def _start():
             texts = {t for _, t in spec.get("texts", []) if t}
             if spec.get("reached"):
                 _watch_spawns(spec["reached"], spec["expected"], spec["unreached"])
+            if spec.get("touched"):
+                _watch_state(spec["touched"], spec["state"])
             # Traced from the end of torch's import: no freed-graph error can come before it,
             # and tracing the import itself would double its time.
             if "torch" in sys.modules:
