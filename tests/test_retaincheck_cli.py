@@ -460,3 +460,22 @@ def test_a_thread_pool_left_open_does_not_hang_the_audit(tmp_path):
     run = snippetcheck.run_module("retaincheck", [script.name], tmp_path, timeout=60)
     assert not run.timed_out, "the audit waited for the pool's idle workers"
     assert run.returncode == 0 and "pool 1" in run.stdout and "NOT NEEDED" in run.stdout, run.stderr
+
+
+def test_a_program_that_execs_itself_keeps_its_output(tmp_path):
+    """rev27n W1: under --fail-on-unneeded standard output is a pipe the audit reads; a program
+    that replaces itself (os.execv) wrote into a pipe nobody read and died of BrokenPipeError.
+    Before an exec the real output comes back."""
+    script = tmp_path / "restarts.py"
+    script.write_text(
+        "import os, sys\nimport torch\n"
+        "x = torch.ones(3, requires_grad=True)\n"
+        "(x * x).sum().backward(retain_graph=True)\n"
+        "print('run', len(sys.argv), flush=True)\n"
+        "if len(sys.argv) == 1:\n"
+        "    os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), 'again'])\n"
+        "print('restarted', flush=True)\n"
+    )
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:3] == ["run 1", "run 2", "restarted"], proc.stdout

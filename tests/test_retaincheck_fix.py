@@ -630,6 +630,16 @@ if __name__ == "__main__":
 """
 
 
+def test_a_shell_or_launcher_is_not_taken_for_the_python_it_execs():
+    """rev27n F4: `sh -c "python -I child.py; exec python -c pass"` ends as a reached Python
+    under sh's pid after running an isolated one; only a process that starts as Python may
+    show it was reached."""
+    from retaincheck._proof_site import _is_python
+
+    assert _is_python(sys.executable) and _is_python("python3")
+    assert not _is_python("/bin/sh") and not _is_python("env")
+
+
 @pytest.mark.proof
 def test_the_proof_sees_multiprocessing_start_python(tmp_path):
     """rev27l W1, rev27m a15: multiprocessing's spawn starts Python through

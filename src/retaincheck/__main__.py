@@ -441,6 +441,39 @@ class _StdinTee:
         return False if self.size > self.LIMIT else b"".join(self.chunks)
 
 
+def _give_back_before_exec(tee: _Tee | None, stdin: _StdinTee | None):
+    """A program that replaces itself (``os.exec*``) ends the audit; the new program gets the
+    real standard output and input, not the pipes only this process reads (rev27n W1: its
+    prints failed with BrokenPipeError). Returns what undoes the wrapping."""
+    import posix
+
+    originals = {name: getattr(posix, name) for name in ("execv", "execve")
+                 if hasattr(posix, name)}
+
+    def wrap(original):
+        def exec_(*args, **kwargs):
+            sys.stdout.flush()
+            if tee is not None:
+                os.dup2(tee.target, 1)  # the pipe's last writer gone, the thread ends
+                tee.thread.join(timeout=2)  # once what it holds is written out
+            if stdin is not None and stdin.source is not None:
+                os.dup2(stdin.source, 0)
+            return original(*args, **kwargs)
+
+        return exec_
+
+    for name, original in originals.items():
+        for module in (os, posix):
+            setattr(module, name, wrap(original))
+
+    def undo():
+        for name, original in originals.items():
+            for module in (os, posix):
+                setattr(module, name, original)
+
+    return undo
+
+
 class _Recorder:
     """``sys.stdout`` that also keeps what is written (see ``_Tee``)."""
 
@@ -624,10 +657,13 @@ def main(argv: list[str] | None = None) -> int:
         from ._proof import changed_paths, snapshot
 
         before = snapshot(start_dir)
+    undo_exec = _give_back_before_exec(tee, stdin) if proving else None
     pid = os.getpid()
     try:
         report, status, stopped = _run_program(opts, code)
     finally:
+        if undo_exec is not None:
+            undo_exec()
         printed = tee.close() if tee is not None else None
         given = stdin.close() if stdin is not None else None
         touched = changed_paths(before, snapshot(start_dir)) if proving else ()

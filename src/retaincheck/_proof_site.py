@@ -116,6 +116,7 @@ def _watch_exceptions(marker, tracer):
 _NO_PYTHON = frozenset({
     "ldconfig", "git", "nvidia-smi", "rocm-smi", "uname", "hostname", "nproc", "lscpu", "free",
     "df", "which", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "nvcc", "ptxas", "openssl",
+    "file",  # platform.architecture() runs it
 })
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
 
@@ -125,6 +126,25 @@ def _words(argv):
         argv = [argv]
     return [os.fsdecode(w) if isinstance(w, (bytes, os.PathLike)) else str(w)
             for w in list(argv or ())]
+
+
+def _is_python(program):
+    """Whether the file a process starts with is Python: this interpreter or a link to it, a
+    file named python*, or a script whose first line names python (the kernel starts that
+    interpreter under the same pid). Anything else (a shell, ``env``, a launcher) is not: it
+    may run a Python out of reach before it execs one in reach (rev27n F4)."""
+    import shutil
+
+    path = program if os.sep in program else shutil.which(program)
+    real = os.path.realpath(path or program)
+    if real == os.path.realpath(sys.executable) or "python" in os.path.basename(real):
+        return True
+    try:
+        with open(real, "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def _starts_no_python(words):
@@ -180,8 +200,12 @@ def _watch_spawns(reached, expected, unreached):
 
     def expect(argv, pid, since):
         words = _words(argv)
-        if not _starts_no_python(words):
+        if _starts_no_python(words):
+            return
+        if _is_python(words[0] if words else ""):
             _note(expected, f"{pid} {since!r} {' '.join(words)[:120]}")
+        else:  # a shell or launcher may run an unreached Python before it execs a reached one
+            _note(unreached, f"started {' '.join(words)[:120]}")
 
     import posix
 
