@@ -423,3 +423,28 @@ def test_a_helper_imported_before_the_audit_counts_as_a_walk(pytester, monkeypat
     result.assert_outcomes(passed=1)
     assert result.ret == 0, result.outlines
     assert section(result)[0].startswith("no retain_graph=True found not needed"), result.outlines
+
+
+def test_a_session_started_with_plugin_objects_is_not_proven(pytester, monkeypatch):
+    """rev27o R4: pytest.main(args, plugins=[...]) from the user's own code: the rerun
+    (python -m pytest args) would run without those objects, so it proves nothing."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_one=(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n"
+    ))
+
+    class Strict:  # a plugin object of the user's
+        def pytest_configure(self, config):
+            pass
+
+    result = pytester.runpytest_inprocess(
+        "-p", "retaincheck.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", "--retaincheck-fail",
+        plugins=[Strict()])
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1] == (
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: pytest was started "
+        "from other code (pytest.main), which a rerun of python -m pytest does not repeat")

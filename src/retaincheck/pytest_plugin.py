@@ -229,6 +229,18 @@ class _Plugin:
         if None in forced:
             return Proof(False, message("proof_no_file", self.lang), 0.0, refutes=False)
         params = config.invocation_params
+        # rev27o R4: a session started from the user's own code (pytest.main) with plugin
+        # objects, or from a script, is not what `python -m pytest` with its arguments repeats
+        # (pytester's own plugin, in this package's tests, is the one exception)
+        own = [p for p in params.plugins or ()
+               if not type(p).__module__.startswith(("_pytest.", "pytest"))
+               and not getattr(p, "__name__", "").startswith(("_pytest.", "pytest"))]
+        main = getattr(sys.modules.get("__main__"), "__file__", None)
+        by_pytest = main is None or os.path.basename(main).startswith(("pytest", "py.test")) or (
+            os.path.basename(main) == "__main__.py"
+            and os.path.basename(os.path.dirname(main)) == "pytest")
+        if own or not by_pytest:
+            return Proof(False, message("proof_in_process", self.lang), 0.0, refutes=False)
         program = Program(None, "pytest", [str(a) for a in params.args], str(params.dir), 0,
                           None)  # pytest prints timings: its output is not compared
         return prove({}, program, self.lang, forced)
