@@ -786,3 +786,78 @@ def test_the_rerun_does_not_start_from_what_the_audited_run_left(tmp_path):
     plain.write_text(STATE_PATH.replace('not os.path.exists("checked.marker")', "False"))
     proc = cli("--fail-on-unneeded", plain.name, cwd=tmp_path)
     assert proc.returncode == 6, proc.stdout + proc.stderr  # grad.pt: its own, read back
+
+
+def test_a_copy_tagged_with_a_comment_has_the_same_code():
+    """rev27n F6: a copy of a site's line with a comment added is still that line."""
+    from retaincheck._proof_site import _code
+
+    assert _code("    y.backward(retain_graph=True)\n") == _code(
+        "y.backward(retain_graph = True)  # tagged")
+    assert _code("y.backward(retain_graph=True)") != _code("y.backward()")
+
+
+SAME_TEXT = """import torch
+
+
+def a():
+    x = torch.ones(3, requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    return x
+
+
+def b():
+    x = torch.ones(3, requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    return x
+
+
+print("a", a().grad.tolist())
+print("b", b().grad.tolist())
+"""
+
+
+@pytest.mark.proof
+def test_a_failure_that_a_line_of_the_same_text_may_cause_does_not_make_a_site_needed(tmp_path):
+    """rev27n M1: a()'s flag is not needed, b()'s line has the same text and is needed;
+    forcing a()'s text forces b()'s line too, so the rerun fails, but that failure does not
+    show a() needed: "could not tell: kept", not "needed"."""
+    script = tmp_path / "same_text.py"
+    script.write_text(SAME_TEXT)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdicts = [line.split(":")[1].strip() for line in proc.stdout.splitlines()
+                if line.strip().startswith("verdict:")]
+    assert verdicts == ["COULD NOT TELL", "NEEDED"], proc.stdout
+
+
+RELAUNCH = """import os, subprocess, sys, time
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+if len(sys.argv) == 2:  # the relaunched child, isolated: walks the graph's saved values
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))
+    sys.exit(0)
+if len(sys.argv) == 3:  # the launcher: a frozen clock, then itself again with python -I
+    time.time = time.monotonic_ns = lambda: 0
+    os.execv(sys.executable, [sys.executable, "-I", __file__, "child"])
+print("grad", x.grad.tolist())
+sys.exit(subprocess.run([sys.executable, __file__, "launch", "now"]).returncode)
+"""
+
+
+@pytest.mark.proof
+def test_the_watch_keeps_its_own_clock(tmp_path):
+    """rev27n F5: a launcher that froze time.time before exec'ing python -I made its exec
+    look older than its own start, so the isolated Python passed as reached."""
+    script = tmp_path / "relaunch.py"
+    script.write_text(RELAUNCH)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: part of the program ran out of the rerun's reach" in proc.stderr

@@ -95,6 +95,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         reached = os.path.join(tmp, "reached.txt")
         expected = os.path.join(tmp, "expected.txt")
         state = os.path.join(tmp, "state.txt")
+        text_forced = os.path.join(tmp, "text_forced.txt")
         texts = [[line, linecache.getline(path, line).strip()] for path, line in forced]
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
@@ -102,7 +103,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
                        "tracer": tracer, "forced": [list(site) for site in forced],
                        "texts": texts, "unreached": unreached, "reached": reached,
                        "expected": expected, "touched": list(program.touched or ()),
-                       "state": state,
+                       "state": state, "text_forced": text_forced,
                        "site": os.path.join(tmp, "site")}, f)
         boot_dir = os.path.join(tmp, "site")
         os.mkdir(boot_dir)
@@ -130,6 +131,9 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         caught = None
         own_tracer = os.path.exists(tracer)
         lost = _unreached(unreached, reached, expected)
+        # a line forced off for its text, not its place (another site, a copy): a failure
+        # then may come from that line, so it does not show these sites needed (rev27n M1)
+        by_text = os.path.exists(text_forced)
         left = None
         if os.path.exists(state):
             with open(state, encoding="utf-8", errors="replace") as f:
@@ -140,12 +144,12 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
     if any(text in output for text in FREED):
         return Proof(False, m("proof_failed", status=proc.returncode,
-                              error=_last_error(output, lang)), seconds)
+                              error=_last_error(output, lang)), seconds, refutes=not by_text)
     if proc.returncode != program.status:
         return Proof(False, m("proof_status", status=proc.returncode, audited=program.status,
-                              error=_last_error(output, lang)), seconds)
+                              error=_last_error(output, lang)), seconds, refutes=not by_text)
     if caught:
-        return Proof(False, m("proof_caught", error=caught), seconds)
+        return Proof(False, m("proof_caught", error=caught), seconds, refutes=not by_text)
     if own_tracer:
         return Proof(False, m("proof_tracer"), seconds, refutes=False)
     if lost:

@@ -196,7 +196,7 @@ def _watch_spawns(reached, expected, unreached):
     (``subprocess``'s other path), ``os.exec*`` (``os.spawn*``, ``pty.spawn``), ``os.system``
     (no pid: only a ``_NO_PYTHON`` command passes), in ``os`` and ``posix`` alike. Not
     watched: a process C code starts (``ctypes``)."""
-    import time
+    from time import monotonic_ns as clock  # bound now: a program may replace time.time
 
     def expect(argv, pid, since):
         words = _words(argv)
@@ -219,7 +219,7 @@ def _watch_spawns(reached, expected, unreached):
             if name != "system":  # the program run is the path, whatever argv[0] says
                 path = args[0] if args else kwargs.get("path", "")
                 argv = [path, *_words(argv)[1:]]
-            since = time.time()
+            since = clock()
             if name == "system":
                 if not _starts_no_python(["/bin/sh", "-c", *_words(argv)]):
                     _note(unreached, f"os.system {' '.join(_words(argv))[:120]}")
@@ -250,7 +250,7 @@ def _watch_spawns(reached, expected, unreached):
         programs = args[1] if len(args) > 1 else kwargs.get("executable_list", ())
         if programs:  # the program run (Popen's executable=, or a shell) is the first of these
             argv = [programs[0], *argv[1:]]
-        since = time.time()
+        since = clock()
         pid = fork_exec(*args, **kwargs)
         expect(argv, pid, since)
         return pid
@@ -258,7 +258,7 @@ def _watch_spawns(reached, expected, unreached):
     _posixsubprocess.fork_exec = watched_fork_exec
     if "subprocess" in sys.modules:  # it binds fork_exec when imported (3.11+)
         sys.modules["subprocess"]._fork_exec = watched_fork_exec
-    _note(reached, f"{os.getpid()} {os.getppid()} {time.time()!r}")
+    _note(reached, f"{os.getpid()} {os.getppid()} {clock()}")
 
 
 def _watch_state(touched, unreached):
@@ -353,7 +353,23 @@ def _watch_state(touched, unreached):
         _after_import("torch.serialization", saves)
 
 
-def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=None):
+def _code(line):
+    """A line's code without its comment and spacing (rev27n F6: a copy tagged with a trailing
+    comment is the same line); the stripped text when it does not tokenize alone."""
+    import io
+    import tokenize
+
+    try:
+        tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(line).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
+                                    tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return line.strip()
+    return " ".join(tokens)
+
+
+def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=None,
+                 text_forced=None):
     """Stand in front of the engine once ``torch.autograd.variable`` is imported."""
     import linecache
 
@@ -378,8 +394,14 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
                 # a line with the same text anywhere (a copy of the script run again, with
                 # lines shifted or not: rev27m M3): the flag is forced off there too; forcing
                 # more lines off only makes the proof fail more often
-                text = linecache.getline(name, frame.f_lineno).strip()
-                return text in texts if text else None  # None: code with no source to read
+                text = _code(linecache.getline(name, frame.f_lineno))
+                if not text:
+                    return None  # code with no source to read
+                if text in texts:
+                    if text_forced:
+                        _note(text_forced, text)
+                    return True
+                return False
             frame = frame.f_back
         return False
 
@@ -450,7 +472,7 @@ def _start():
             spec = None
         if spec is not None:
             forced = {(os.path.realpath(p), int(n)) for p, n in spec.get("forced", [])}
-            texts = {t for _, t in spec.get("texts", []) if t}
+            texts = {_code(t) for _, t in spec.get("texts", []) if t}
             if spec.get("reached"):
                 _watch_spawns(spec["reached"], spec["expected"], spec["unreached"])
             if spec.get("touched"):
@@ -463,11 +485,13 @@ def _start():
                 _after_import("torch", lambda m: _watch_exceptions(spec["marker"], spec["tracer"]))
             module = sys.modules.get("torch.autograd.variable")
             if module is not None:
-                _wrap_engine(module, spec["marker"], forced, texts, spec.get("unreached"))
+                _wrap_engine(module, spec["marker"], forced, texts, spec.get("unreached"),
+                             spec.get("text_forced"))
             else:
                 _after_import("torch.autograd.variable",
                               lambda m: _wrap_engine(m, spec["marker"], forced, texts,
-                                                     spec.get("unreached")))
+                                                     spec.get("unreached"),
+                                                     spec.get("text_forced")))
     # the sitecustomize this one stands in front of, if there is one
     import importlib.machinery
     import importlib.util
