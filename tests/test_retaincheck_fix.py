@@ -861,3 +861,26 @@ def test_the_watch_keeps_its_own_clock(tmp_path):
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: part of the program ran out of the rerun's reach" in proc.stderr
+
+
+@pytest.mark.proof
+def test_output_held_by_a_lingering_process_is_still_compared(tmp_path):
+    """rev27n F8: a process the program started (a spawn Pool's resource tracker) still held
+    standard output when the program ended; the audited run's output then was not kept and
+    the proof compared nothing, so a change seen only in the output passed."""
+    script = _copy(tmp_path, CLI_FIXTURES / "pool_holds_stdout.py")
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun's standard output differs" in proc.stderr, proc.stderr
+    assert proc.seconds < 60
+
+
+def test_a_started_process_still_running_after_the_program_is_not_proven(tmp_path):
+    """rev27n F7: a detached job may walk the graph after the rerun's output was compared."""
+    from retaincheck._proof import _unreached
+
+    reached, expected = tmp_path / "reached", tmp_path / "expected"
+    reached.write_text(f"{os.getpid()} 1 20\n")
+    expected.write_text(f"{os.getpid()} 10 python job.py\n")
+    assert _unreached(str(tmp_path / "none"), str(reached), str(expected)) == (
+        "still running after the program: python job.py")

@@ -230,7 +230,23 @@ def _unreached(unreached: str, reached: str, expected: str) -> str | None:
             return "?"
         if not any(at >= since for at in seen.get(pid, ())):
             return f"started {command}"[:160]
+        if _alive(pid):  # rev27n F7: a detached job may walk the graph after the comparison
+            return f"still running after the program: {command}"[:160]
     return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process under a reused pid: not told apart
+        return True
+    try:  # a zombie (exited, not yet reaped) has ended
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def real_line(record, path: str | None = None) -> tuple[str, int] | None:
