@@ -230,8 +230,13 @@ def _unreached(unreached: str, reached: str, expected: str) -> str | None:
             return "?"
         if not any(at >= since for at in seen.get(pid, ())):
             return f"started {command}"[:160]
-        if _alive(pid):  # rev27n F7: a detached job may walk the graph after the comparison
-            return f"still running after the program: {command}"[:160]
+        # rev27n F7: a detached job may walk the graph after the comparison; a helper that
+        # ends with the program (multiprocessing's resource tracker) gets a moment to do so
+        deadline = time.monotonic() + 3
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                return f"still running after the program: {command}"[:160]
+            time.sleep(0.05)
     return None
 
 
