@@ -491,8 +491,9 @@ def test_the_proof_reaches_a_process_that_runs_the_file_again(tmp_path):
 @pytest.mark.parametrize(("command", "free"), [
     (["git", "rev-parse", "HEAD"], True),
     (["/sbin/ldconfig", "-p"], True),
-    (["/bin/sh", "-c", "nvidia-smi --query-gpu=name --format=csv 2>/dev/null"], True),
-    (["/bin/sh", "-c", "LANG=C git log -1"], True),
+    (["/bin/sh", "-c", "git log -1 --format=%H 2>/dev/null"], True),
+    (["/bin/sh", "-c", "PATH=./bin:/usr/bin git log -1"], False),  # rev27p P02
+    (["no-such-program-here"], False),  # not a listed program
     (["python", "-W", "ignore", "-I", "x.py"], False),
     (["/bin/sh", "-c", "git log; python -I x.py"], False),
     (["/bin/sh", "-c", "git log $(python -I x.py)"], False),
@@ -884,3 +885,27 @@ def test_a_started_process_still_running_after_the_program_is_not_proven(tmp_pat
     expected.write_text(f"{os.getpid()} 10 python job.py\n")
     assert _unreached(str(tmp_path / "none"), str(reached), str(expected)) == (
         "still running after the program: python job.py")
+
+
+@pytest.mark.proof
+@pytest.mark.parametrize("first_run", [
+    'not os.path.isdir(".state") and os.makedirs(".state/x") is None',  # a hidden folder
+    'mkdir_ok("out")',  # os.mkdir fails when the audited run made it
+    'open_new("lock")',  # open(..., "x") likewise
+], ids=["hidden-folder", "mkdir-probe", "open-x-probe"])
+def test_probes_of_what_the_audited_run_left_count_as_reads(tmp_path, first_run):
+    """rev27q Q6, Q7: a hidden folder's state, and existence probes that are writes (os.mkdir,
+    open(..., "x")), sent the rerun down another path unseen."""
+    helpers = (
+        "def mkdir_ok(path):\n    try:\n        os.mkdir(path)\n        return True\n"
+        "    except FileExistsError:\n        return False\n\n\n"
+        "def open_new(path):\n    try:\n        open(path, 'x').close()\n        return True\n"
+        "    except FileExistsError:\n        return False\n\n\n")
+    source = STATE_PATH.replace('not os.path.exists("checked.marker")', first_run).replace(
+        '    open("checked.marker", "w").close()\n', "").replace(
+        "import torch\n", "import torch\n\n\n" + helpers, 1)
+    script = tmp_path / "probe.py"
+    script.write_text(source)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun read " in proc.stderr, proc.stdout + proc.stderr

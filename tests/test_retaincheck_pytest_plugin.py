@@ -448,3 +448,24 @@ def test_a_session_started_with_plugin_objects_is_not_proven(pytester, monkeypat
     assert section(result)[-1] == (
         "--retaincheck-fail: the tests rerun without the flag: NOT proven: pytest was started "
         "from other code (pytest.main), which a rerun of python -m pytest does not repeat")
+
+
+def test_the_pytest_gate_does_not_start_from_what_the_session_left(pytester, monkeypatch):
+    """rev27q Q1: a test that checks a file the audited session wrote took another path in the
+    rerun; the plugin's proof watches the session's folder as the command line's does."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_state=(
+        "import os\nimport torch\n\n\ndef test_state():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    z = x.exp()\n"
+        "    z.sum().backward(retain_graph=True)\n"
+        "    if not os.path.exists('done.txt'):\n"
+        "        getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n"
+        "        open('done.txt', 'w').close()\n"
+    ))
+    result = run(pytester, "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1].startswith(
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the rerun read "
+        "done.txt, which the audited run had written"), result.outlines

@@ -173,11 +173,16 @@ SNAPSHOT_LIMIT = 20000
 
 
 def snapshot(root: str) -> dict[str, tuple] | None:
-    """Each file and folder under ``root`` (hidden folders and ``__pycache__`` left out): its
-    modification time, size and inode; None past ``SNAPSHOT_LIMIT`` entries."""
+    """Each file and folder under ``root``: its modification time, size and inode; None past
+    ``SNAPSHOT_LIMIT`` entries. Left out: ``.git``, ``__pycache__``, ``.pytest_cache``,
+    ``node_modules`` and virtual environments (a folder with ``pyvenv.cfg``), which a run does
+    not read its own state from; other hidden folders are kept (rev27q Q7: a program's
+    ``.cache``)."""
     found: dict[str, tuple] = {}
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        dirs[:] = [d for d in dirs if d not in (".git", "__pycache__", "node_modules",
+                                                 ".pytest_cache")
+                   and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))]
         for name in dirs + files:
             path = os.path.join(folder, name)
             try:

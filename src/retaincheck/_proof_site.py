@@ -128,6 +128,9 @@ def _words(argv):
             for w in list(argv or ())]
 
 
+_PYTHON_NAME = __import__("re").compile(r"python[0-9.]*(?:\.exe)?")
+
+
 def _is_python(program):
     """Whether the file a process starts with is Python: this interpreter or a link to it, a
     file named python*, or a script whose first line names python (the kernel starts that
@@ -137,7 +140,8 @@ def _is_python(program):
 
     path = program if os.sep in program else shutil.which(program)
     real = os.path.realpath(path or program)
-    if real == os.path.realpath(sys.executable) or "python" in os.path.basename(real):
+    if real == os.path.realpath(sys.executable) or _PYTHON_NAME.fullmatch(
+            os.path.basename(real)):  # python3.11, not run_python.sh (rev27p P03)
         return True
     try:
         with open(real, "rb") as f:
@@ -162,8 +166,8 @@ def _starts_no_python(words):
         if not re.fullmatch(r"[A-Za-z0-9_./=:,@%+ -]*", command):
             return False
         words = command.split()
-        while words and "=" in words[0] and not words[0].startswith("="):
-            words = words[1:]  # NAME=VALUE before the command
+        if words and "=" in words[0]:
+            return False  # NAME=VALUE before the command (PATH=./bin git: rev27p P02)
     if not words or os.path.basename(words[0]) not in _NO_PYTHON:
         return False
     import shutil
@@ -178,7 +182,7 @@ def _starts_no_python(words):
         with open(path or words[0], "rb") as f:
             return f.read(2) != b"#!"
     except OSError:
-        return True  # not found: it starts nothing
+        return False  # not found here: the child may find another on its own PATH (rev27p P01)
 
 
 def _watch_spawns(reached, expected, unreached):
@@ -248,8 +252,10 @@ def _watch_spawns(reached, expected, unreached):
     def watched_fork_exec(*args, **kwargs):
         argv = list(args[0] if args else kwargs.get("args", ()))
         programs = args[1] if len(args) > 1 else kwargs.get("executable_list", ())
-        if programs:  # the program run (Popen's executable=, or a shell) is the first of these
-            argv = [programs[0], *argv[1:]]
+        if programs:  # the program run (Popen's executable=, or a shell): the first of these
+            # that exists, as execve finds it on the child's PATH (rev27p P01)
+            found = [p for p in programs if os.access(p, os.X_OK)]
+            argv = [(found or programs)[0], *argv[1:]]
         since = clock()
         pid = fork_exec(*args, **kwargs)
         expect(argv, pid, since)
@@ -304,25 +310,45 @@ def _watch_state(touched, unreached):
         if event == "open":
             path, _, flags = args
             flags = flags or 0
-            if flags & os.O_TRUNC or (flags & os.O_CREAT and flags & os.O_EXCL):
+            if flags & os.O_CREAT and flags & os.O_EXCL:  # fails if it exists: a look first
+                seen(path)
+                write(path)
+            elif flags & os.O_TRUNC:
                 write(path)
             elif flags & os.O_CREAT:  # an append: the file exists, its start is not ours
                 write(path, whole=False)
             if not flags & (os.O_WRONLY | os.O_TRUNC):  # read, or read and write (r+)
                 seen(path)
         elif event in ("os.listdir", "os.scandir"):
-            caller = sys._getframe(1).f_code.co_filename
-            # not import's own looks at sys.path (importlib, importlib.metadata)
-            if not caller.startswith(("<frozen importlib", importlib_dir)):
+            # the first caller outside the standard library (glob, pathlib, os): not import's
+            # own looks at sys.path (importlib, importlib.metadata), nor pytest's collection
+            # (it lists the folders it collects; the tests' files decide it)
+            frame = sys._getframe(1)
+            while frame.f_back is not None and (
+                    frame.f_code.co_filename.startswith(stdlib_dir)
+                    and not frame.f_code.co_filename.startswith(importlib_dir)
+                    and "-packages" + os.sep not in frame.f_code.co_filename):
+                frame = frame.f_back
+            caller = frame.f_code.co_filename
+            if not caller.startswith(("<frozen importlib", importlib_dir, pytest_dir)):
                 seen(args[0] if args and args[0] is not None else ".", listing=True)
-        elif event == "os.rename":
+        elif event == "os.rename":  # fails or not by whether the source exists
+            seen(args[0])
+            seen(args[1])
+            write(args[0])
             write(args[1])
-        elif event in ("os.remove", "os.mkdir", "os.rmdir"):
+        elif event in ("os.mkdir", "os.rmdir", "os.remove"):
+            seen(args[0])  # each fails or not by whether the path exists (rev27p/q Q6)
             write(args[0])
 
     import importlib
+    import importlib.util
 
     importlib_dir = os.path.dirname(importlib.__file__) + os.sep
+    stdlib_dir = os.path.dirname(os.__file__) + os.sep
+    found = importlib.util.find_spec("_pytest") if "_pytest" not in sys.modules else None
+    pytest_dir = os.path.dirname((found.origin if found else sys.modules.get(
+        "_pytest", importlib).__file__) or "") + os.sep
     sys.addaudithook(hook)
 
     def looked(original):
@@ -334,6 +360,7 @@ def _watch_state(touched, unreached):
 
     os.stat = looked(os.stat)
     os.lstat = looked(os.lstat)
+    os.access = looked(os.access)
 
     def saves(serialization):  # torch.save writes from C++ (PyTorchFileWriter): no audit event
         save = serialization.save

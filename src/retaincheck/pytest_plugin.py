@@ -124,6 +124,13 @@ class _Plugin:
         self.audited = 0
         self.calls = 0  # backward()/grad() calls seen in the audited tests
         self.unaudited: list[str] = []
+        # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
+        # file the audited session wrote takes another path in the rerun)
+        self.before = None
+        if self.fail and not self.skip_proof and not hasattr(config, "workerinput"):
+            from ._proof import snapshot
+
+            self.before = snapshot(str(config.invocation_params.dir))
 
     # -- in the process that runs the test (a worker under xdist) ---------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -233,16 +240,22 @@ class _Plugin:
         # objects, or from a script, is not what `python -m pytest` with its arguments repeats
         # (pytester's own plugin, in this package's tests, is the one exception)
         own = [p for p in params.plugins or ()
-               if not type(p).__module__.startswith(("_pytest.", "pytest"))
-               and not getattr(p, "__name__", "").startswith(("_pytest.", "pytest"))]
+               if not (getattr(p, "__name__", None) or type(p).__module__).startswith("_pytest.")]
         main = getattr(sys.modules.get("__main__"), "__file__", None)
-        by_pytest = main is None or os.path.basename(main).startswith(("pytest", "py.test")) or (
-            os.path.basename(main) == "__main__.py"
-            and os.path.basename(os.path.dirname(main)) == "pytest")
+        if main is None:  # python -c: pytest.main from a string, unless in an xdist worker
+            by_pytest = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
+        else:
+            name = os.path.basename(main)
+            by_pytest = os.path.splitext(name)[0] in ("pytest", "py.test") or (
+                name == "__main__.py" and os.path.basename(os.path.dirname(main)) == "pytest")
         if own or not by_pytest:
             return Proof(False, message("proof_in_process", self.lang), 0.0, refutes=False)
+        from ._proof import changed_paths, snapshot
+
+        touched = changed_paths(self.before, snapshot(str(params.dir)))
         program = Program(None, "pytest", [str(a) for a in params.args], str(params.dir), 0,
-                          None)  # pytest prints timings: its output is not compared
+                          None,  # pytest prints timings: its output is not compared
+                          touched=touched)
         return prove({}, program, self.lang, forced)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
