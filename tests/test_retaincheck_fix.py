@@ -876,9 +876,13 @@ def test_output_held_by_a_lingering_process_is_still_compared(tmp_path):
     assert proc.seconds < 60
 
 
-def test_a_started_process_still_running_after_the_program_is_not_proven(tmp_path):
+def test_a_started_process_still_running_after_the_program_is_not_proven(tmp_path,
+                                                                          monkeypatch):
     """rev27n F7: a detached job may walk the graph after the rerun's output was compared."""
+    from retaincheck import _proof
     from retaincheck._proof import _unreached
+
+    monkeypatch.setattr(_proof, "GRACE", 0.2)
 
     reached, expected = tmp_path / "reached", tmp_path / "expected"
     reached.write_text(f"{os.getpid()} 1 20\n")

@@ -170,6 +170,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
 
 
 SNAPSHOT_LIMIT = 20000
+GRACE = 3.0  # seconds a process the rerun started gets to end after the program
 
 
 def snapshot(root: str) -> dict[str, tuple] | None:
@@ -237,7 +238,7 @@ def _unreached(unreached: str, reached: str, expected: str) -> str | None:
             return f"started {command}"[:160]
         # rev27n F7: a detached job may walk the graph after the comparison; a helper that
         # ends with the program (multiprocessing's resource tracker) gets a moment to do so
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + GRACE
         while _alive(pid):
             if time.monotonic() > deadline:
                 return f"still running after the program: {command}"[:160]
