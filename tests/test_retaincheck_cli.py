@@ -443,6 +443,7 @@ def test_json_path_writes_the_file_and_prints_the_readable_report(tmp_path):
     assert cli(f"--json={tmp_path}", "x.py").returncode == 2  # a folder: bad input
 
 
+@pytest.mark.proof
 def test_a_thread_pool_left_open_does_not_hang_the_audit(tmp_path):
     """A ThreadPoolExecutor never shut down (torch.compile leaves one on a cold cache) ends at
     Python's exit, which tells its workers to stop before joining them
@@ -462,6 +463,7 @@ def test_a_thread_pool_left_open_does_not_hang_the_audit(tmp_path):
     assert run.returncode == 0 and "pool 1" in run.stdout and "NOT NEEDED" in run.stdout, run.stderr
 
 
+@pytest.mark.proof
 def test_a_program_that_execs_itself_keeps_its_output(tmp_path):
     """rev27n W1: under --fail-on-unneeded standard output is a pipe the audit reads; a program
     that replaces itself (os.execv) wrote into a pipe nobody read and died of BrokenPipeError.
