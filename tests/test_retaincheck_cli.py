@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -481,3 +483,17 @@ def test_a_program_that_execs_itself_keeps_its_output(tmp_path):
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:3] == ["run 1", "run 2", "restarted"], proc.stdout
+
+
+@pytest.mark.proof
+def test_a_closed_standard_input_does_not_break_the_gate(tmp_path):
+    """rev27q W1: with standard input closed (<&-) the output pipe took fd 0 and the stdin
+    tee then took it over: the gate exited 1 and the program's output was lost."""
+    script = tmp_path / "plain.py"
+    script.write_text("import torch\nx = torch.ones(3, requires_grad=True)\n"
+                      "(x * x).sum().backward(retain_graph=True)\nprint('ok')\n")
+    proc = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m retaincheck --fail-on-unneeded plain.py <&-'],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=180)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("ok\n"), proc.stdout

@@ -667,6 +667,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
+    if proving:
+        try:
+            os.fstat(0)
+        except OSError:  # standard input closed (<&-): the pipes below must not take fd 0
+            os.open(os.devnull, os.O_RDONLY)  # (rev27q W1); the rerun's is /dev/null too
     tee = _Tee() if proving else None
     stdin = _StdinTee() if proving else None
     if proving:
