@@ -81,7 +81,7 @@ def pytest_addoption(parser):
 CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -m cpu_variants"
 PROOF_COMMAND = (
     "python -m pytest tests/test_retaincheck_fix.py tests/test_retaincheck_truth.py "
-    "tests/test_retaincheck_cli.py --proof -m proof"
+    "tests/test_retaincheck_cli.py tests/test_retaincheck_pytest_plugin.py --proof -m proof"
 )
 # Checks that run only when asked for (.ci/run asks): marker -> (option, what, command).
 OPT_IN = {

@@ -404,6 +404,7 @@ def test_the_module_named_with_p_beside_the_installed_entry_point(pytester, monk
     assert "1 retain_graph=True call site not needed (1 test audited" in result.stdout.str()
 
 
+@pytest.mark.proof
 def test_a_helper_imported_before_the_audit_counts_as_a_walk(pytester, monkeypatch):
     """rev27m S1: a conftest's helper that calls backward(), imported by the test module at
     collection (before each test's audit began), called on a path this run did not take: the
@@ -425,6 +426,7 @@ def test_a_helper_imported_before_the_audit_counts_as_a_walk(pytester, monkeypat
     assert section(result)[0].startswith("no retain_graph=True found not needed"), result.outlines
 
 
+@pytest.mark.proof
 def test_a_session_started_with_plugin_objects_is_not_proven(pytester, monkeypatch):
     """rev27o R4: pytest.main(args, plugins=[...]) from the user's own code: the rerun
     (python -m pytest args) would run without those objects, so it proves nothing."""
@@ -450,6 +452,7 @@ def test_a_session_started_with_plugin_objects_is_not_proven(pytester, monkeypat
         "from other code (pytest.main), which a rerun of python -m pytest does not repeat")
 
 
+@pytest.mark.proof
 def test_the_pytest_gate_does_not_start_from_what_the_session_left(pytester, monkeypatch):
     """rev27q Q1: a test that checks a file the audited session wrote took another path in the
     rerun; the plugin's proof watches the session's folder as the command line's does."""
