@@ -74,12 +74,12 @@ def project(pytester, monkeypatch):
     return pytester
 
 
-def run(pytester, *args):
+def run(pytester, *args, plugins=()):
     # A test before these in the same process may have imported the plugin already; the inner
     # pytest then warns that it cannot rewrite its asserts, a line that names retaincheck.
     return pytester.runpytest_inprocess(
         "-p", "retaincheck.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
-        "-W", "ignore::pytest.PytestAssertRewriteWarning", *args
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", *args, plugins=list(plugins)
     )
 
 
@@ -441,10 +441,7 @@ def test_a_session_started_with_plugin_objects_is_not_proven(pytester, monkeypat
         def pytest_configure(self, config):
             pass
 
-    result = pytester.runpytest_inprocess(
-        "-p", "retaincheck.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
-        "-W", "ignore::pytest.PytestAssertRewriteWarning", "--retaincheck-fail",
-        plugins=[Strict()])
+    result = run(pytester, "--retaincheck-fail", plugins=[Strict()])
     result.assert_outcomes(passed=1)
     assert result.ret == 0, result.outlines
     assert section(result)[-1] == (

@@ -343,6 +343,12 @@ def _program_file(opts: Options, code) -> str:
         return ""
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class _Tee:
     """For --fix's proof: copy what the program writes to file descriptor 1 (prints,
     ``os.write(1, ...)``, subprocesses) to where it was going, and keep it, so that the rerun's
@@ -372,9 +378,7 @@ class _Tee:
             if not data:
                 return
             self.chunks.append(data)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.target, view) :]
+            _write_all(self.target, data)
 
     def close(self) -> bytes | None:
         """What the program wrote (while a process it started holds the pipe: what it holds
@@ -440,9 +444,7 @@ class _StdinTee:
                 self.size += len(data)
                 if self.size <= self.LIMIT:
                     self.chunks.append(data)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self.write, view):]
+                _write_all(self.write, data)
         except OSError:  # the program closed its end: what it read is kept
             pass
         finally:
@@ -457,7 +459,7 @@ class _StdinTee:
         return False if self.size > self.LIMIT else b"".join(self.chunks)
 
 
-def _give_back_before_exec(tee: _Tee | None, stdin: _StdinTee | None):
+def _give_back_before_exec(tee: _Tee, stdin: _StdinTee):
     """A program that replaces itself (``os.exec*``) ends the audit; the new program gets the
     real standard output and input, not the pipes only this process reads (rev27n W1: its
     prints failed with BrokenPipeError). Returns what undoes the wrapping."""
@@ -469,10 +471,9 @@ def _give_back_before_exec(tee: _Tee | None, stdin: _StdinTee | None):
     def wrap(original):
         def exec_(*args, **kwargs):
             sys.stdout.flush()
-            if tee is not None:
-                os.dup2(tee.target, 1)  # the pipe's last writer gone, the thread ends
-                tee.thread.join(timeout=2)  # once what it holds is written out
-            if stdin is not None and stdin.source is not None:
+            os.dup2(tee.target, 1)  # the pipe's last writer gone, the thread ends
+            tee.thread.join(timeout=2)  # once what it holds is written out
+            if stdin.source is not None:
                 os.dup2(stdin.source, 0)
             return original(*args, **kwargs)
 
@@ -667,18 +668,17 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
+    tee = stdin = undo_exec = None
     if proving:
+        from ._proof import changed_paths, snapshot
+
         try:
             os.fstat(0)
         except OSError:  # standard input closed (<&-): the pipes below must not take fd 0
             os.open(os.devnull, os.O_RDONLY)  # (rev27q W1); the rerun's is /dev/null too
-    tee = _Tee() if proving else None
-    stdin = _StdinTee() if proving else None
-    if proving:
-        from ._proof import changed_paths, snapshot
-
+        tee, stdin = _Tee(), _StdinTee()
         before = snapshot(start_dir)
-    undo_exec = _give_back_before_exec(tee, stdin) if proving else None
+        undo_exec = _give_back_before_exec(tee, stdin)
     pid = os.getpid()
     try:
         report, status, stopped = _run_program(opts, code)

@@ -128,19 +128,13 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         except OSError as exc:
             return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0, ran=False)
         seconds = time.perf_counter() - start
-        caught = None
         own_tracer = os.path.exists(tracer)
         lost = _unreached(unreached, reached, expected)
         # a line forced off for its text, not its place (another site, a copy): a failure
         # then may come from that line, so it does not show these sites needed (rev27n M1)
         by_text = os.path.exists(text_forced)
-        left = None
-        if os.path.exists(state):
-            with open(state, encoding="utf-8", errors="replace") as f:
-                left = (f.read().strip().splitlines() or ["?"])[0]
-        if os.path.exists(marker):
-            with open(marker, encoding="utf-8", errors="replace") as f:
-                caught = (f.read().strip().splitlines() or [""])[0][:160]
+        left = _first_noted(state, empty="?")
+        caught = (_first_noted(marker, empty="") or "")[:160]
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
     if any(text in output for text in FREED):
         return Proof(False, m("proof_failed", status=proc.returncode,
@@ -210,19 +204,32 @@ def changed_paths(before: dict | None, after: dict | None) -> list[str] | bool:
                   for p in set(before) | set(after) if before.get(p) != after.get(p))
 
 
+def _noted(path: str) -> list[str]:
+    """The lines ``_proof_site`` wrote to one of its note files (none if it wrote none)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [line for line in f.read().splitlines() if line.strip()]
+
+
+def _first_noted(path: str, empty: str | None) -> str | None:
+    """The first line written to a note file; ``empty`` for a file with none; None for none."""
+    if not os.path.exists(path):
+        return None
+    return (_noted(path) or [empty])[0]
+
+
 def _unreached(unreached: str, reached: str, expected: str) -> str | None:
     """The first command the rerun started that ``_proof_site`` did not run in: one written to
     ``unreached``, or a pid in ``expected`` with no line in ``reached`` written after the
     start (a process that never ran Python, or ran it with ``-I``, ``-E``, ``-S`` or without
     the proof's environment)."""
     def lines(path):
-        if not os.path.exists(path):
-            return []
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return [line.split(" ", 2) for line in f.read().splitlines() if line.strip()]
+        return [line.split(" ", 2) for line in _noted(path)]
 
-    for words in lines(unreached):
-        return " ".join(words)[:160]
+    first = _first_noted(unreached, empty=None)
+    if first:
+        return first[:160]
     seen = {}
     for words in lines(reached):
         try:

@@ -131,15 +131,21 @@ def _words(argv):
 _PYTHON_NAME = __import__("re").compile(r"python[0-9.]*(?:\.exe)?")
 
 
+def _resolve(program):
+    """(the path a command word runs, looked up on PATH when it has no folder, or None; that
+    path with links resolved, or the word's)."""
+    import shutil
+
+    path = program if os.sep in program else shutil.which(program)
+    return path, os.path.realpath(path or program)
+
+
 def _is_python(program):
     """Whether the file a process starts with is Python: this interpreter or a link to it, a
     file named python*, or a script whose first line names python (the kernel starts that
     interpreter under the same pid). Anything else (a shell, ``env``, a launcher) is not: it
     may run a Python out of reach before it execs one in reach (rev27n F4)."""
-    import shutil
-
-    path = program if os.sep in program else shutil.which(program)
-    real = os.path.realpath(path or program)
+    _, real = _resolve(program)
     if real == os.path.realpath(sys.executable) or _PYTHON_NAME.fullmatch(
             os.path.basename(real)):  # python3.11, not run_python.sh (rev27p P03)
         return True
@@ -170,12 +176,9 @@ def _starts_no_python(words):
             return False  # NAME=VALUE before the command (PATH=./bin git: rev27p P02)
     if not words or os.path.basename(words[0]) not in _NO_PYTHON:
         return False
-    import shutil
-
     # a script that only bears the name (a `git` wrapper on PATH) may run anything, and a
     # link to Python under that name is Python
-    path = words[0] if os.sep in words[0] else shutil.which(words[0])
-    real = os.path.realpath(path or words[0])
+    path, real = _resolve(words[0])
     if real == os.path.realpath(sys.executable) or "python" in os.path.basename(real):
         return False
     try:
@@ -220,14 +223,13 @@ def _watch_spawns(reached, expected, unreached):
 
         def wrapper(*args, **kwargs):
             argv = args[argv_at] if len(args) > argv_at else kwargs.get("argv", ())
-            if name != "system":  # the program run is the path, whatever argv[0] says
-                path = args[0] if args else kwargs.get("path", "")
-                argv = [path, *_words(argv)[1:]]
-            since = clock()
             if name == "system":
                 if not _starts_no_python(["/bin/sh", "-c", *_words(argv)]):
                     _note(unreached, f"os.system {' '.join(_words(argv))[:120]}")
                 return original(*args, **kwargs)
+            # the program run is the path, whatever argv[0] says
+            argv = [args[0] if args else kwargs.get("path", ""), *_words(argv)[1:]]
+            since = clock()
             if not spawns:  # exec: this process becomes the command, with the same pid
                 expect(argv, os.getpid(), since)
                 return original(*args, **kwargs)
@@ -330,7 +332,7 @@ def _watch_state(touched, unreached):
                     and "-packages" + os.sep not in frame.f_code.co_filename):
                 frame = frame.f_back
             caller = frame.f_code.co_filename
-            if not caller.startswith(("<frozen importlib", importlib_dir, pytest_dir)):
+            if not caller.startswith(tools):
                 seen(args[0] if args and args[0] is not None else ".", listing=True)
         elif event == "os.rename":  # fails or not by whether the source exists
             seen(args[0])
@@ -346,9 +348,10 @@ def _watch_state(touched, unreached):
 
     importlib_dir = os.path.dirname(importlib.__file__) + os.sep
     stdlib_dir = os.path.dirname(os.__file__) + os.sep
-    found = importlib.util.find_spec("_pytest") if "_pytest" not in sys.modules else None
-    pytest_dir = os.path.dirname((found.origin if found else sys.modules.get(
-        "_pytest", importlib).__file__) or "") + os.sep
+    pytest_spec = importlib.util.find_spec("_pytest")  # its collection's listings
+    tools = ("<frozen importlib", importlib_dir) + (
+        (os.path.dirname(pytest_spec.origin) + os.sep,) if pytest_spec and pytest_spec.origin
+        else ())
     sys.addaudithook(hook)
 
     def looked(original):
@@ -405,6 +408,8 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
     torch_dir = os.path.dirname(os.path.dirname(os.path.abspath(variable_module.__file__)))
     torch_dir += os.sep
     real = {}
+    codes = {}  # (file, line) -> _code of the line
+    by_text = []  # a line forced off for its code alone was met (written once)
 
     def from_forced_line():
         frame = sys._getframe(2)
@@ -421,11 +426,15 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
                 # a line with the same text anywhere (a copy of the script run again, with
                 # lines shifted or not: rev27m M3): the flag is forced off there too; forcing
                 # more lines off only makes the proof fail more often
-                text = _code(linecache.getline(name, frame.f_lineno))
+                key = (name, frame.f_lineno)  # tokenized once: a loop passes here each step
+                text = codes.get(key)
+                if text is None:
+                    text = codes[key] = _code(linecache.getline(name, frame.f_lineno))
                 if not text:
                     return None  # code with no source to read
                 if text in texts:
-                    if text_forced:
+                    if text_forced and not by_text:
+                        by_text.append(text)
                         _note(text_forced, text)
                     return True
                 return False
