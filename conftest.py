@@ -125,16 +125,21 @@ def changed_files() -> set[Path]:
 SNIPPET_CALL = re.compile(r"check_snippet\('([^']+)'")
 
 
+def snippets_of(item) -> list[Path] | None:
+    """The snippet files a page fence or snippet test runs; None for any other test."""
+    if "markdown-docs" in item.keywords:
+        return [ROOT / p for p in SNIPPET_CALL.findall(getattr(item, "code", "") or "")]
+    if (spec := getattr(item, "callspec", None)) and "snippet" in spec.params:
+        return [Path(spec.params["snippet"])]
+    return None
+
+
 def touches(item, changed: set[Path]) -> bool:
     """A page fence or snippet test whose page, snippet or stored output is among ``changed``."""
-    files: set[Path] = set()
-    if "markdown-docs" in item.keywords:
-        files.add(Path(item.path).resolve())
-        snippets = [ROOT / p for p in SNIPPET_CALL.findall(getattr(item, "code", "") or "")]
-    elif (spec := getattr(item, "callspec", None)) and "snippet" in spec.params:
-        snippets = [Path(spec.params["snippet"])]
-    else:
+    snippets = snippets_of(item)
+    if snippets is None:
         return False
+    files: set[Path] = {Path(item.path).resolve()} if "markdown-docs" in item.keywords else set()
     for snippet in snippets:
         files |= {snippet.resolve(), snippet.with_suffix(".out").resolve()}
         files |= local_imports(snippet.resolve())
@@ -182,6 +187,23 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [i for i in items if i.get_closest_marker(marker) is None]
     if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
         config.workeroutput["opt_in_not_run"] = dict(not_run)
+    together_by_snippet(items)
+
+
+def together_by_snippet(items) -> None:
+    """Put the tests that run the same snippet next to each other, where its first one was.
+
+    The English page, the Chinese page and test_snippets.py ask for the same snippet and it runs
+    once (``snippetcheck.check_once``); pytest-xdist's worksteal hands each worker a contiguous
+    share, so tests of one snippet spread over two workers left one worker waiting on the
+    other's lock (13 s for each retaincheck snippet). Side by side they land on one worker.
+    """
+    groups: dict[Path, list] = {}
+    for item in items:
+        snippets = snippets_of(item)
+        key = snippets[0].resolve() if snippets else item
+        groups.setdefault(key, []).append(item)
+    items[:] = [item for group in groups.values() for item in group]
 
 
 _NOT_RUN = pytest.StashKey[dict]()
