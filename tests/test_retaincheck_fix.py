@@ -527,6 +527,44 @@ def test_a_script_named_like_a_listed_program_is_not_trusted(tmp_path, monkeypat
     assert not _starts_no_python(["nvidia-smi", "-I", "x.py"])
 
 
+def test_only_the_systems_own_programs_under_a_clean_environment_are_trusted(tmp_path,
+                                                                             monkeypatch):
+    """rev27r: a listed program or a shell is trusted only as the system's own copy, found as
+    the child finds it, under an environment that injects no code: BASH_ENV (P09), an exported
+    bash function (N02), os.putenv's PATH (N03, N10), a `sh` or a script without `#!` under a
+    listed name on PATH (N05, N06), a relative PATH entry seen from the child's folder (N11)."""
+    from retaincheck._proof_site import _find, _starts_no_python
+
+    clean = {"PATH": os.defpath}
+    assert _starts_no_python(["/bin/sh", "-c", "git --version"], clean)
+    assert not _starts_no_python(["/bin/sh", "-c", "git --version"],
+                                 {**clean, "BASH_ENV": "hook.sh"})
+    assert not _starts_no_python(["bash", "-c", "git --version"],
+                                 {**clean, "BASH_FUNC_git%%": "() { python3 -I x.py; }"})
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name, text in [("git", "python3 -I x.py\n"), ("sh", "#!/bin/bash\nexec /bin/sh \"$@\"\n")]:
+        (tools / name).write_text(text)
+        (tools / name).chmod(0o755)
+    mine = {"PATH": f"{tools}:{os.defpath}"}
+    assert not _starts_no_python(["git", "--version"], mine)  # no `#!`: sh runs it (N06)
+    assert not _starts_no_python(["sh", "-c", "git --version"], {**mine, "PATH": f"{tools}"})
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # os.putenv alone, as N03 did
+    os.putenv("PATH", f"{tools}:{os.environ['PATH']}")
+    try:
+        assert not _starts_no_python(["/bin/sh", "-c", "git --version"])
+    finally:
+        os.putenv("PATH", os.environ["PATH"])
+    assert _starts_no_python(["/bin/sh", "-c", "git --version"])
+    (tmp_path / "sub" / "bin").mkdir(parents=True)
+    (tmp_path / "sub" / "bin" / "git").write_text("#!/bin/sh\npython3 -I x.py\n")
+    (tmp_path / "sub" / "bin" / "git").chmod(0o755)
+    relative = {"PATH": f"bin:{os.defpath}"}
+    assert _find("git", relative, tmp_path / "sub") == str(tmp_path / "sub" / "bin" / "git")
+    assert not _starts_no_python(["git", "--version"], relative, tmp_path / "sub")
+    assert _starts_no_python(["git", "--version"], relative, tmp_path)
+
+
 def test_the_proof_holds_only_if_every_started_process_reached_it(tmp_path):
     """rev27l, rev27m: a started command counts as reached only if a process with its pid ran
     the proof's module after it was started (an exec keeps the pid: the line written before
@@ -796,6 +834,9 @@ def test_a_copy_tagged_with_a_comment_has_the_same_code():
     assert _code("    y.backward(retain_graph=True)\n") == _code(
         "y.backward(retain_graph = True)  # tagged")
     assert _code("y.backward(retain_graph=True)") != _code("y.backward()")
+    # rev27p C06: the first line of a call that goes on, copied without its comment
+    assert _code("    y.backward(retain_graph=True,  # keep it\n") == _code(
+        "y.backward(retain_graph=True,")
 
 
 SAME_TEXT = """import torch

@@ -110,15 +110,23 @@ def _watch_exceptions(marker, tracer):
 
 
 # Programs taken to start no Python, run as the command itself or as a shell's one simple
-# command: what torch (``ldconfig -p`` in its import, a C++ compiler under torch.compile) and
-# training scripts (``git``, ``nvidia-smi``) run. Any other started program must show that
-# this module ran in it (``_expect``).
+# command: what torch (``ldconfig -p`` in a CUDA build's import, a C++ compiler and ``openssl``
+# under torch.compile) and training scripts (``git``, ``nvidia-smi``) run. Any other started
+# program must show that this module ran in it (``_expect``). Only the system's own copies
+# count: the file run, links resolved, lies in one of ``_SYSTEM`` (a `git`, `sh` or compiled
+# wrapper of the program's own elsewhere may run anything: rev27p P01-P03, rev27r N05, N06).
 _NO_PYTHON = frozenset({
     "ldconfig", "git", "nvidia-smi", "rocm-smi", "uname", "hostname", "nproc", "lscpu", "free",
     "df", "which", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "nvcc", "ptxas", "openssl",
     "file",  # platform.architecture() runs it
 })
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+_SYSTEM = ("/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/lib/", "/usr/libexec/",
+           "/usr/local/cuda")
+# Variables that make a listed program or shell run code of the caller's choosing: a file a
+# shell reads first (rev27p P09), an exported bash function that stands in for a command
+# (rev27r N02), a library loaded into any program.
+_INJECTING = ("BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PS4", "SHELLOPTS", "BASHOPTS")
 
 
 def _words(argv):
@@ -131,21 +139,53 @@ def _words(argv):
 _PYTHON_NAME = __import__("re").compile(r"python[0-9.]*(?:\.exe)?")
 
 
-def _resolve(program):
-    """(the path a command word runs, looked up on PATH when it has no folder, or None; that
-    path with links resolved, or the word's)."""
-    import shutil
+def _environ():
+    """This process's environment as a child inherits it: C's ``environ``, which
+    ``os.putenv`` changes without ``os.environ`` (rev27r N03, N10); None if unreadable."""
+    try:
+        import ctypes
 
-    path = program if os.sep in program else shutil.which(program)
-    return path, os.path.realpath(path or program)
+        entries = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+        env, i = {}, 0
+        while entries[i] is not None:
+            name, _, value = entries[i].partition(b"=")
+            env[os.fsdecode(name)] = os.fsdecode(value)
+            i += 1
+        return env
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
-def _is_python(program):
+def _find(word, env, cwd=None):
+    """The file a child started in ``cwd`` runs for a command word: the word itself when it
+    names a folder, else the first executable file on the child's PATH (``execvp``), either
+    taken from the child's folder when relative (rev27r N11); None if there is none."""
+    import posix  # not os.stat/os.access, which the state watch wraps
+
+    base = os.fsdecode(cwd) if cwd is not None else os.getcwd()
+    if "/" in word:
+        candidates = [word]
+    else:
+        path = (env or {}).get("PATH", os.defpath)
+        candidates = [os.path.join(folder or ".", word) for folder in path.split(":")]
+    for candidate in candidates:
+        full = os.path.join(base, candidate)
+        try:
+            if posix.access(full, os.X_OK) and not os.path.isdir(full):
+                return full
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _is_python(program, cwd=None):
     """Whether the file a process starts with is Python: this interpreter or a link to it, a
     file named python*, or a script whose first line names python (the kernel starts that
     interpreter under the same pid). Anything else (a shell, ``env``, a launcher) is not: it
     may run a Python out of reach before it execs one in reach (rev27n F4)."""
-    _, real = _resolve(program)
+    path = _find(program, os.environ, cwd) if "/" not in program else os.path.join(
+        os.fsdecode(cwd) if cwd is not None else os.getcwd(), program)
+    real = os.path.realpath(path or program)
     if real == os.path.realpath(sys.executable) or _PYTHON_NAME.fullmatch(
             os.path.basename(real)):  # python3.11, not run_python.sh (rev27p P03)
         return True
@@ -157,11 +197,30 @@ def _is_python(program):
     return first.startswith(b"#!") and b"python" in first
 
 
-def _starts_no_python(words):
+def _system_program(word, names, env, cwd):
+    """Whether ``word``, as a child in ``cwd`` with ``env`` finds it, is the system's own copy
+    of one of ``names``: found, in a system folder once links are resolved, not Python."""
+    if os.path.basename(word) not in names:
+        return False
+    path = _find(word, env, cwd)
+    if path is None:
+        return False  # not found: the child may find another (rev27p P01)
+    real = os.path.realpath(path)
+    return (real.startswith(_SYSTEM) and real != os.path.realpath(sys.executable)
+            and "python" not in os.path.basename(real))
+
+
+def _starts_no_python(words, env=None, cwd=None):
     """Whether a command is one of ``_NO_PYTHON``, run directly or as ``sh -c``'s one simple
-    command (no ``;``, ``|``, ``&``, brackets, ``$`` or backquote; redirections allowed). This
-    is the only guess the watch makes: every other command is checked by what it did."""
-    if len(words) >= 3 and os.path.basename(words[0]) in _SHELLS and words[1] == "-c":
+    command (no ``;``, ``|``, ``&``, brackets, ``$`` or backquote; redirections allowed), by
+    the system's own copies of the shell and the program, under an environment that injects no
+    code (``env``: the child's; None: this process's as C sees it). This is the only guess the
+    watch makes: every other command is checked by what it did."""
+    env = _environ() if env is None else env
+    if env is None or any(name in env for name in _INJECTING) or any(
+            name.startswith("BASH_FUNC_") for name in env):
+        return False
+    if len(words) >= 3 and words[1] == "-c" and _system_program(words[0], _SHELLS, env, cwd):
         # Only plain words and trailing redirections: no quotes, newlines, `#`, `;`, `&`, `|`,
         # brackets, `$` or globs, which a shell reads otherwise than a word splitter would
         # (rev27n F1: shlex took a newline for a space and `a#` for a comment)
@@ -174,18 +233,7 @@ def _starts_no_python(words):
         words = command.split()
         if words and "=" in words[0]:
             return False  # NAME=VALUE before the command (PATH=./bin git: rev27p P02)
-    if not words or os.path.basename(words[0]) not in _NO_PYTHON:
-        return False
-    # a script that only bears the name (a `git` wrapper on PATH) may run anything, and a
-    # link to Python under that name is Python
-    path, real = _resolve(words[0])
-    if real == os.path.realpath(sys.executable) or "python" in os.path.basename(real):
-        return False
-    try:
-        with open(path or words[0], "rb") as f:
-            return f.read(2) != b"#!"
-    except OSError:
-        return False  # not found here: the child may find another on its own PATH (rev27p P01)
+    return bool(words) and _system_program(words[0], _NO_PYTHON, env, cwd)
 
 
 def _watch_spawns(reached, expected, unreached):
@@ -205,18 +253,20 @@ def _watch_spawns(reached, expected, unreached):
     watched: a process C code starts (``ctypes``)."""
     from time import monotonic_ns as clock  # bound now: a program may replace time.time
 
-    def expect(argv, pid, since):
+    def expect(argv, pid, since, env=None, cwd=None):
+        """``argv[0]``: the file run, as the child finds it; ``env``: the child's environment
+        (None: this process's); ``cwd``: the child's folder (None: this one)."""
         words = _words(argv)
-        if _starts_no_python(words):
+        if _starts_no_python(words, env, cwd):
             return
-        if _is_python(words[0] if words else ""):
+        if _is_python(words[0] if words else "", cwd):
             _note(expected, f"{pid} {since!r} {' '.join(words)[:120]}")
         else:  # a shell or launcher may run an unreached Python before it execs a reached one
             _note(unreached, f"started {' '.join(words)[:120]}")
 
     import posix
 
-    def wrap(name, argv_at, spawns):
+    def wrap(name, argv_at, env_at, spawns):
         original = getattr(posix, name, None)
         if original is None:
             return
@@ -227,25 +277,34 @@ def _watch_spawns(reached, expected, unreached):
                 if not _starts_no_python(["/bin/sh", "-c", *_words(argv)]):
                     _note(unreached, f"os.system {' '.join(_words(argv))[:120]}")
                 return original(*args, **kwargs)
-            # the program run is the path, whatever argv[0] says
-            argv = [args[0] if args else kwargs.get("path", ""), *_words(argv)[1:]]
+            env = (args[env_at] if len(args) > env_at else kwargs.get("env")) if env_at else None
+            env = None if env is None else {os.fsdecode(k): os.fsdecode(v) for k, v in env.items()}
+            # the program run is the path, whatever argv[0] says; posix_spawnp looks it up on
+            # this process's PATH as C sees it (rev27r N03)
+            path = args[0] if args else kwargs.get("path", "")
+            if isinstance(path, int):  # fexecve: a descriptor, no file to judge
+                path = f"<fd {path}>"
+            path = os.fsdecode(path)
+            if name == "posix_spawnp" and "/" not in path:
+                path = _find(path, _environ()) or path
+            argv = [path, *_words(argv)[1:]]
             since = clock()
             if not spawns:  # exec: this process becomes the command, with the same pid
-                expect(argv, os.getpid(), since)
+                expect(argv, os.getpid(), since, env)
                 return original(*args, **kwargs)
             pid = original(*args, **kwargs)
-            expect(argv, pid, since)
+            expect(argv, pid, since, env)
             return pid
 
         for module in (os, posix):
             if getattr(module, name, None) is original:
                 setattr(module, name, wrapper)
 
-    wrap("execv", 1, False)
-    wrap("execve", 1, False)
-    wrap("posix_spawn", 1, True)
-    wrap("posix_spawnp", 1, True)
-    wrap("system", 0, False)
+    wrap("execv", 1, None, False)
+    wrap("execve", 1, 2, False)
+    wrap("posix_spawn", 1, 2, True)
+    wrap("posix_spawnp", 1, 2, True)
+    wrap("system", 0, None, False)
 
     import _posixsubprocess
 
@@ -254,13 +313,18 @@ def _watch_spawns(reached, expected, unreached):
     def watched_fork_exec(*args, **kwargs):
         argv = list(args[0] if args else kwargs.get("args", ()))
         programs = args[1] if len(args) > 1 else kwargs.get("executable_list", ())
+        cwd = args[4] if len(args) > 4 else kwargs.get("cwd")
+        env = args[5] if len(args) > 5 else kwargs.get("env")
+        if env is not None:  # a list of b"NAME=value"
+            env = dict(os.fsdecode(entry).partition("=")[::2] for entry in env)
         if programs:  # the program run (Popen's executable=, or a shell): the first of these
-            # that exists, as execve finds it on the child's PATH (rev27p P01)
-            found = [p for p in programs if os.access(p, os.X_OK)]
-            argv = [(found or programs)[0], *argv[1:]]
+            # that the child, in its own folder, can run (rev27p P01, rev27r N11)
+            words = [_words([p])[0] for p in programs]
+            found = [w for w in words if _find(w if "/" in w else "./" + w, {}, cwd)]
+            argv = [(found or words)[0], *argv[1:]]
         since = clock()
         pid = fork_exec(*args, **kwargs)
-        expect(argv, pid, since)
+        expect(argv, pid, since, env, cwd)
         return pid
 
     _posixsubprocess.fork_exec = watched_fork_exec
@@ -389,11 +453,16 @@ def _code(line):
     import io
     import tokenize
 
-    try:
-        tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(line).readline)
-                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
-                                    tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)]
-    except (tokenize.TokenError, IndentationError, SyntaxError):
+    tokens = []
+    try:  # the first line of a call that goes on (`f(a,  # note`) stops the tokenizer at its
+        # end: the tokens before that still hold its code, without the comment (rev27p C06)
+        for t in tokenize.generate_tokens(io.StringIO(line).readline):
+            if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                              tokenize.DEDENT, tokenize.ENDMARKER):
+                tokens.append(t.string)
+    except tokenize.TokenError:
+        pass
+    except (IndentationError, SyntaxError):
         return line.strip()
     return " ".join(tokens)
 
