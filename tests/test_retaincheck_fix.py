@@ -937,15 +937,40 @@ def test_a_started_process_still_running_after_the_program_is_not_proven(tmp_pat
     'not os.path.isdir(".state") and os.makedirs(".state/x") is None',  # a hidden folder
     'mkdir_ok("out")',  # os.mkdir fails when the audited run made it
     'open_new("lock")',  # open(..., "x") likewise
-], ids=["hidden-folder", "mkdir-probe", "open-x-probe"])
+    'no_folder("out")',  # os.chdir into what the audited run made (rev27r S21)
+    'no_link("made")',  # os.link of it (rev27r S20)
+    'symlink_new("latest")',  # os.symlink onto it (rev27s S26)
+    'no_readlink("baseline")',  # os.readlink of it (rev27s N5)
+    'appended_to_nothing("log.csv")',  # an append shows the size (rev27s N1)
+    'git_cannot_hash("made2")',  # a listed program given it to read (rev27q Q13)
+], ids=["hidden-folder", "mkdir-probe", "open-x-probe", "chdir-probe", "link-probe",
+        "symlink-probe", "readlink-probe", "append-tell", "listed-program-reads"])
 def test_probes_of_what_the_audited_run_left_count_as_reads(tmp_path, first_run):
-    """rev27q Q6, Q7: a hidden folder's state, and existence probes that are writes (os.mkdir,
-    open(..., "x")), sent the rerun down another path unseen."""
+    """rev27q Q6, Q7, rev27r, rev27s: a hidden folder's state, and existence probes that are
+    writes (os.mkdir, open(..., "x"), os.link, os.symlink), look-ups with no audit event of
+    their own (os.readlink), a change of folder or an append that shows the file's size sent
+    the rerun down another path unseen."""
     helpers = (
         "def mkdir_ok(path):\n    try:\n        os.mkdir(path)\n        return True\n"
         "    except FileExistsError:\n        return False\n\n\n"
         "def open_new(path):\n    try:\n        open(path, 'x').close()\n        return True\n"
-        "    except FileExistsError:\n        return False\n\n\n")
+        "    except FileExistsError:\n        return False\n\n\n"
+        "def no_folder(path):\n    try:\n        os.chdir(path)\n        os.chdir('..')\n"
+        "        return False\n    except FileNotFoundError:\n        os.mkdir(path)\n"
+        "        return True\n\n\n"
+        "def no_link(path):\n    try:\n        os.link(path, path + '.2')\n"
+        "        return False\n    except FileNotFoundError:\n"
+        "        open(path, 'w').close()\n        return True\n\n\n"
+        "def symlink_new(path):\n    try:\n        os.symlink('run0', path)\n"
+        "        return True\n    except FileExistsError:\n        return False\n\n\n"
+        "def no_readlink(path):\n    try:\n        os.readlink(path)\n        return False\n"
+        "    except FileNotFoundError:\n        os.symlink('run0', path)\n"
+        "        return True\n\n\n"
+        "def appended_to_nothing(path):\n    with open(path, 'a') as f:\n"
+        "        fresh = f.tell() == 0\n        f.write('step\\n')\n    return fresh\n\n\n"
+        "def git_cannot_hash(path):\n    import subprocess\n\n"
+        "    run = subprocess.run(['git', 'hash-object', path], capture_output=True)\n"
+        "    open(path, 'w').close()\n    return run.returncode != 0\n\n\n")
     source = STATE_PATH.replace('not os.path.exists("checked.marker")', first_run).replace(
         '    open("checked.marker", "w").close()\n', "").replace(
         "import torch\n", "import torch\n\n\n" + helpers, 1)

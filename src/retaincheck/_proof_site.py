@@ -31,7 +31,12 @@ In each process it does three things, from the spec named by ``$RETAINCHECK_PROO
 
 import json
 import os
+import posix
+import stat
 import sys
+
+# The process watch's own look-ups, not the state watch's wrappers of them (_watch_state)
+_ACCESS, _STAT = posix.access, posix.stat
 
 FREED = (
     "backward through the graph a second time",
@@ -160,8 +165,6 @@ def _find(word, env, cwd=None):
     """The file a child started in ``cwd`` runs for a command word: the word itself when it
     names a folder, else the first executable file on the child's PATH (``execvp``), either
     taken from the child's folder when relative (rev27r N11); None if there is none."""
-    import posix  # not os.stat/os.access, which the state watch wraps
-
     base = os.fsdecode(cwd) if cwd is not None else os.getcwd()
     if "/" in word:
         candidates = [word]
@@ -171,7 +174,7 @@ def _find(word, env, cwd=None):
     for candidate in candidates:
         full = os.path.join(base, candidate)
         try:
-            if posix.access(full, os.X_OK) and not os.path.isdir(full):
+            if _ACCESS(full, os.X_OK) and not stat.S_ISDIR(_STAT(full).st_mode):
                 return full
         except (OSError, ValueError):
             continue
@@ -334,14 +337,17 @@ def _watch_spawns(reached, expected, unreached):
 
 
 def _watch_state(touched, unreached):
-    """Note a read of what the audited run left in the working folder (rev27o R3): a path it
-    created, changed or removed (``_proof.changed_paths``), opened for reading, looked up
-    (``os.stat``, ``os.lstat``, so ``os.path.exists`` and ``pathlib``) or listed in its folder
-    (``os.listdir``, ``os.scandir``, so ``glob``) before this process wrote it (opened with
-    truncation, created, renamed onto, removed, made). The rerun would then start from the
-    audited run's results (a checkpoint to resume, a "done" marker), and prove nothing. The
-    opens and listings are seen as audit events (``sys.addaudithook``); a read by C code that
-    raises none is not seen."""
+    """Note a look at what the audited run left in the working folder (rev27o R3): a path it
+    created, changed or removed (``_proof.changed_paths``) that this process touches in any
+    way before it wrote it: opened (for reading, appending or exclusive creation: all show
+    what is there), looked up (``os.stat``, ``os.lstat``, ``os.access``, ``os.readlink``, so
+    ``os.path.exists`` and ``pathlib``), listed (``os.listdir``, ``os.scandir``, ``os.walk``,
+    so ``glob``), or named by any other call that reports an audit event (``os.chdir``,
+    ``os.link``, ``os.symlink``, ``os.mkdir``, ``os.rename``, ``os.remove``, ``os.utime``,
+    ``shutil.rmtree``, ``sqlite3.connect``, the arguments of a started program, ...:
+    rev27r S20, S21, rev27s N1, N5). The rerun would then start from the audited run's
+    results (a checkpoint to resume, a "done" marker), and prove nothing. A look by C code
+    that reports no audit event is not seen."""
     # created or removed paths end in a NUL: they change what a listing of their folder shows
     named = {path[:-1] for path in touched if path.endswith("\0")}
     touched = frozenset(path.rstrip("\0") for path in touched)
@@ -352,39 +358,55 @@ def _watch_state(touched, unreached):
     made = set()  # made to exist by this process (also an append): a listing shows it
     noted = []
 
-    def seen(path, listing=False):
-        if noted or isinstance(path, int) or path is None:
-            return
+    def absolute(path):
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, (str, bytes)) or not path or len(path) > 4096:
+            return None
         try:
-            path = os.path.abspath(os.fsdecode(path))
+            return os.path.abspath(os.fsdecode(path))
         except (TypeError, ValueError):
+            return None
+
+    def note(path):
+        noted.append(path)
+        _note(unreached, path)
+
+    def seen(path, listing=False, tree=False):
+        path = absolute(path)
+        if noted or path is None or path in written:
             return
-        if path in written:
-            return
-        if (listing and folders.get(path, set()) - made) or (not listing and path in touched):
-            noted.append(path)
-            _note(unreached, path)
+        if tree:  # a walk or removal of a whole folder: anything under it
+            inside = path.rstrip(os.sep) + os.sep
+            if any(p.startswith(inside) and p not in written for p in touched):
+                note(path)
+        elif (listing and folders.get(path, set()) - made) or (not listing and path in touched):
+            note(path)
 
     def write(path, whole=True):
-        if isinstance(path, (str, bytes, os.PathLike)):
-            path = os.path.abspath(os.fsdecode(path))
+        path = absolute(path)
+        if path is not None:
             made.add(path)
             if whole:
                 written.add(path)
 
+    def words(value):  # the strings of a started program's arguments, one level deep
+        if isinstance(value, (list, tuple)):
+            return [w for v in value for w in words(v)] if len(value) < 10000 else []
+        return [value] if isinstance(value, (str, bytes, os.PathLike)) else []
+
     def hook(event, args):
+        if noted:
+            return
         if event == "open":
             path, _, flags = args
             flags = flags or 0
-            if flags & os.O_CREAT and flags & os.O_EXCL:  # fails if it exists: a look first
+            if not flags & os.O_TRUNC:  # read, append (its size shows: rev27s N1), exclusive
                 seen(path)
+            if flags & os.O_TRUNC:
                 write(path)
-            elif flags & os.O_TRUNC:
-                write(path)
-            elif flags & os.O_CREAT:  # an append: the file exists, its start is not ours
-                write(path, whole=False)
-            if not flags & (os.O_WRONLY | os.O_TRUNC):  # read, or read and write (r+)
-                seen(path)
+            elif flags & os.O_CREAT:
+                write(path, whole=flags & os.O_EXCL)
         elif event in ("os.listdir", "os.scandir"):
             # the first caller outside the standard library (glob, pathlib, os): not import's
             # own looks at sys.path (importlib, importlib.metadata), nor pytest's collection
@@ -398,14 +420,25 @@ def _watch_state(touched, unreached):
             caller = frame.f_code.co_filename
             if not caller.startswith(tools):
                 seen(args[0] if args and args[0] is not None else ".", listing=True)
-        elif event == "os.rename":  # fails or not by whether the source exists
-            seen(args[0])
-            seen(args[1])
-            write(args[0])
-            write(args[1])
-        elif event in ("os.mkdir", "os.rmdir", "os.remove"):
-            seen(args[0])  # each fails or not by whether the path exists (rev27p/q Q6)
-            write(args[0])
+        elif event in ("os.walk", "os.fwalk", "shutil.rmtree", "shutil.copytree"):
+            seen(args[0], tree=True)
+        elif event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn",
+                       "os.system"):
+            # a started program may read a file it is given (`file -b done`: rev27q Q13)
+            text = args[0] if event == "os.system" else None
+            for word in (text.split() if isinstance(text, (str, bytes)) else words(args)):
+                seen(word)
+        elif event.startswith(("os.", "shutil.", "sqlite3.", "glob.")):
+            # a path named to any other call: it shows whether the path is there (chdir,
+            # link, symlink, utime, chmod, mkdir, rename, remove: rev27r S20, S21)
+            for value in args if isinstance(args, tuple) else ():
+                seen(value)
+            if event in ("os.rename", "os.mkdir", "os.rmdir", "os.remove", "os.link",
+                         "os.symlink"):  # each made (or removed) its last path
+                paths = [v for v in args if isinstance(v, (str, bytes, os.PathLike))]
+                for path in paths[:1] if event in ("os.mkdir", "os.rmdir", "os.remove") \
+                        else paths[:2] if event == "os.rename" else paths[1:2]:
+                    write(path)
 
     import importlib
     import importlib.util
@@ -419,15 +452,20 @@ def _watch_state(touched, unreached):
     sys.addaudithook(hook)
 
     def looked(original):
-        def stat(path, *args, **kwargs):
+        def look(path, *args, **kwargs):
             seen(path)
             return original(path, *args, **kwargs)
 
-        return stat
+        return look
 
-    os.stat = looked(os.stat)
-    os.lstat = looked(os.lstat)
-    os.access = looked(os.access)
+    import posix
+
+    for name in ("stat", "lstat", "access", "readlink", "statvfs", "pathconf"):
+        original = getattr(posix, name, None)
+        if original is not None:  # the look-ups that report no audit event (rev27s N5)
+            for module in (os, posix):
+                if getattr(module, name, None) is original:
+                    setattr(module, name, looked(original))
 
     def saves(serialization):  # torch.save writes from C++ (PyTorchFileWriter): no audit event
         save = serialization.save
