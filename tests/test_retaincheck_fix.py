@@ -932,6 +932,34 @@ def test_a_started_process_still_running_after_the_program_is_not_proven(tmp_pat
         "still running after the program: python job.py")
 
 
+ENV_SET = """import os
+
+tuned = "RC_TUNED" in os.environ  # did the user choose?
+os.environ.setdefault("RC_TUNED", "1")  # for the workers this script would start
+
+import torch  # noqa: E402
+
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+if not tuned:  # the default settings: check the saved values once
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))
+print("grad", x.grad.tolist())
+"""
+
+
+@pytest.mark.proof
+def test_the_rerun_gets_the_environment_the_program_started_with(tmp_path, monkeypatch):
+    """rev27s N2: the rerun took os.environ as the program left it, so a program that sets a
+    variable it first looked for took another path in the rerun."""
+    monkeypatch.delenv("RC_TUNED", raising=False)
+    script = tmp_path / "env_set.py"
+    script.write_text(ENV_SET)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven" in proc.stderr or "NEEDED" in proc.stdout, proc.stdout + proc.stderr
+
+
 @pytest.mark.proof
 @pytest.mark.parametrize("first_run", [
     'not os.path.isdir(".state") and os.makedirs(".state/x") is None',  # a hidden folder

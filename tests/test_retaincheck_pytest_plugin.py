@@ -6,6 +6,9 @@ with plugin autoloading off, the plugin named with ``-p``, and no xdist.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -446,7 +449,8 @@ def test_a_session_started_with_plugin_objects_is_not_proven(pytester, monkeypat
     assert result.ret == 0, result.outlines
     assert section(result)[-1] == (
         "--retaincheck-fail: the tests rerun without the flag: NOT proven: pytest was started "
-        "from other code (pytest.main), which a rerun of python -m pytest does not repeat")
+        "from other code (pytest.main, a script), which a rerun of python -m pytest does not "
+        "repeat")
 
 
 @pytest.mark.proof
@@ -469,3 +473,88 @@ def test_the_pytest_gate_does_not_start_from_what_the_session_left(pytester, mon
     assert section(result)[-1].startswith(
         "--retaincheck-fail: the tests rerun without the flag: NOT proven: the rerun read "
         "done.txt, which the audited run had written"), result.outlines
+
+
+@pytest.mark.proof
+def test_the_pytest_gate_starts_from_the_folder_and_environment_before_the_conftest(
+        pytester, monkeypatch):
+    """rev27s N3: a file a conftest writes when pytest imports it (before pytest_configure)
+    was taken for the folder's first state; rev27s N2: a variable a test sets for the rest of
+    the session was in the rerun's environment from its start."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("FAST_TESTS", raising=False)  # the inner session sets it for good
+    pytester.makeconftest(
+        "import os\n\nFRESH = not os.path.exists('data_cache.json')\n"
+        "open('data_cache.json', 'w').close()\n")
+    body = (
+        "import os\nimport torch\n\n\ndef test_{name}():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    z = x.exp()\n"
+        "    z.sum().backward(retain_graph=True)\n"
+        "    if {first}:\n"
+        "        getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n"
+        "    os.environ['FAST_TESTS'] = '1'\n")
+    pytester.makepyfile(test_cache=body.format(
+        name="cache", first="__import__('conftest').FRESH"))
+    result = run(pytester, "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1].startswith(
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the rerun read "
+        "data_cache.json, which the audited run had written"), result.outlines
+    (pytester.path / "conftest.py").unlink()
+    (pytester.path / "data_cache.json").unlink()
+    (pytester.path / "test_cache.py").unlink()
+    os.environ.pop("FAST_TESTS")  # set by the session above (monkeypatch restores it after)
+    pytester.makepyfile(test_env=body.format(
+        name="env", first="os.environ.get('FAST_TESTS') != '1'"))
+    result = run(pytester, "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert "NOT proven: the rerun failed" in section(result)[-1] or "the rerun exited with " \
+        "status 1" in section(result)[-1], result.outlines
+
+
+def test_only_pytests_own_entry_points_count_as_a_plain_session(tmp_path):
+    """rev27s N4: a project's runner script named `pytest` (it sets a default dtype, then calls
+    pytest.main) passed for pytest's console script; the rerun skipped its setup."""
+    from retaincheck.pytest_plugin import _console_script
+
+    pip = tmp_path / "pip-pytest"
+    pip.write_text(
+        "#!/usr/bin/python3\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+        "from pytest import console_main\nif __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        "    sys.exit(console_main())\n")
+    assert _console_script(str(pip))
+    own = tmp_path / "pytest"
+    own.write_text("#!/usr/bin/env python3\nimport sys\nimport torch\n"
+                   "torch.set_default_dtype(torch.float64)\nimport pytest\n"
+                   "sys.exit(pytest.main(sys.argv[1:]))\n")
+    assert not _console_script(str(own))
+
+
+def test_a_session_whose_tests_could_read_standard_input_is_not_proven(pytester, monkeypatch):
+    """rev27q Q5: with -s a test read the session's piped input, which the rerun (standard
+    input /dev/null) did not get. Under pytest's default fd capture fd 0 is /dev/null."""
+    import retaincheck.pytest_plugin as plugin
+
+    for stdin, readable in [("echo check |", True), ("< /dev/null", False)]:
+        probe = subprocess.run(
+            f"{stdin} {sys.executable} -c 'from retaincheck.pytest_plugin import "
+            "_stdin_readable; print(_stdin_readable())'", shell=True, capture_output=True,
+            text=True, check=True)
+        assert probe.stdout.strip() == str(readable)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setattr(plugin, "_stdin_readable", lambda: True)
+    pytester.makepyfile(test_one=(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n"
+    ))
+    result = run(pytester, "--retaincheck-fail", "-s")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1] == (
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the tests could read "
+        "the session's standard input (-s), which a rerun does not get again")

@@ -668,8 +668,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
-    tee = stdin = undo_exec = None
+    tee = stdin = undo_exec = start_env = None
     if proving:
+        start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
         from ._proof import changed_paths, snapshot
 
         try:
@@ -705,7 +706,8 @@ def main(argv: list[str] | None = None) -> int:
         # A second Ctrl-C must not cut the report short.
         sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return _finish(opts, report, status, stopped, start_dir, printed, given, touched)
+        return _finish(opts, report, status, stopped, start_dir, printed, given, touched,
+                       start_env)
     finally:
         if sigint is not None:
             signal.signal(signal.SIGINT, sigint)
@@ -713,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _finish(opts: Options, report, status: int, stopped, start_dir: str,
             printed: bytes | None = None, given: bytes | None | bool = None,
-            touched: list[str] | bool = ()) -> int:
+            touched: list[str] | bool = (), env: dict[str, str] | None = None) -> int:
     """Print (and write) the report, --fix's plan, and return the exit status."""
     completed = stopped is None and getattr(report, "completed", True)
     rank = _rank()
@@ -725,7 +727,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed, given, touched)
+                          printed, given, touched, env)
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
                     program=program, skip_proof=opts.skip_proof, lang=opts.lang)
     gate_proof = None
@@ -736,7 +738,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed, given, touched)
+                          printed, given, touched, env)
         gate_proof = prove_unneeded(report, completed, status, dirs=[start_dir],
                                     program=program, skip_proof=opts.skip_proof,
                                     lang=opts.lang)

@@ -212,8 +212,10 @@ EN: dict[str, str] = {
     "proof_lines": "{old} lines became {new}",
     "proof_no_output": "no output",
     "proof_stdin": "the program's standard input was too long to give the rerun again",
-    "proof_in_process": "pytest was started from other code (pytest.main), which a rerun of "
-    "python -m pytest does not repeat",
+    "proof_in_process": "pytest was started from other code (pytest.main, a script), which a "
+    "rerun of python -m pytest does not repeat",
+    "proof_stdin_tests": "the tests could read the session's standard input (-s), which a "
+    "rerun does not get again",
     "proof_big_folder": "the working folder holds over {n} files, too many to tell what the "
     "run changed in it",
     "proof_state": "the rerun read {path}, which the audited run had written, so it may have "
@@ -388,8 +390,9 @@ ZH: dict[str, str] = {
     "proof_lines": "{old} 行变成了 {new} 行",
     "proof_no_output": "没有输出",
     "proof_stdin": "程序的标准输入太长，无法原样交给重新运行",
-    "proof_in_process": "pytest 是由别的代码（pytest.main）启动的，重新运行 python -m pytest "
-    "重现不了那部分",
+    "proof_in_process": "pytest 是由别的代码（pytest.main 或脚本）启动的，"
+    "重新运行 python -m pytest 重现不了那部分",
+    "proof_stdin_tests": "测试能读取这次会话的标准输入（-s），重新运行拿不到同样的输入",
     "proof_big_folder": "工作目录里的文件超过 {n} 个，太多了，看不出这次运行改动了哪些",
     "proof_state": "重新运行读取了受检查的那次运行写下的 {path}，可能因此走了另一条路径"
     "（请在一个干净的目录里检查）",

@@ -64,6 +64,9 @@ class Program:
     # the paths under the working folder the audited run created, changed or removed
     # (``changed_paths``); False: too many files to tell
     touched: list[str] | bool = ()
+    # the environment when the program started (None: this process's now); the program may
+    # have changed os.environ before the rerun starts (rev27s N2)
+    env: dict[str, str] | None = None
 
 
 def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
@@ -110,7 +113,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                      "_proof_site.py"),
                         os.path.join(boot_dir, "sitecustomize.py"))
-        env = dict(os.environ)
+        env = dict(os.environ if program.env is None else program.env)
         env["RETAINCHECK_PROOF_SPEC"] = spec
         env["PYTHONPATH"] = os.pathsep.join(p for p in (boot_dir, env.get("PYTHONPATH")) if p)
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -88,6 +88,44 @@ def pytest_plugin_registered(plugin, plugin_name, manager):
                 manager.set_blocked(other)
 
 
+_EARLY = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """The session's folder and environment before any of its code ran, for the proof: pytest
+    imports the first conftest files before ``pytest_configure`` (``Config._preparse``), and a
+    conftest or a test may change both (rev27s N2, N3)."""
+    known = early_config.known_args_namespace
+    if (getattr(known, "retaincheck_fail", False) and not getattr(
+            known, "retaincheck_skip_proof", False) and not hasattr(early_config, "workerinput")
+            and not os.environ.get("RETAINCHECK_PROOF_SPEC")):
+        from ._proof import snapshot
+
+        early_config.stash[_EARLY] = (
+            dict(os.environ), snapshot(str(early_config.invocation_params.dir)))
+
+
+def _console_script(path: str) -> bool:
+    """Whether ``path`` is pytest's own console script as pip writes it: a wrapper of the
+    project's own named `pytest` may set up what a rerun of ``python -m pytest`` does not
+    (rev27s N4)."""
+    import re
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return False
+    code = "\n".join(line for line in text.splitlines()
+                     if line.strip() and not line.lstrip().startswith("#"))
+    return re.fullmatch(
+        r"import re\nimport sys\nfrom (?:pytest|_pytest\.config) import (_?console_main|main)\n"
+        r"if __name__ == .__main__.:\n"
+        r"    sys\.argv\[0\] = re\.sub\(r.\(-script\\\.pyw\|\\\.exe\)\?\$., .., sys\.argv\[0\]\)\n"
+        r"    sys\.exit\(\1\(\)\)", code) is not None
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "no_retaincheck: do not audit this test under pytest --retaincheck"
@@ -96,6 +134,21 @@ def pytest_configure(config):
         return  # the gate's rerun (below): the session runs plainly, as without the plugin
     if config.getoption("retaincheck") or config.getoption("retaincheck_fail"):
         config.pluginmanager.register(_Plugin(config), "retaincheck-auditor")
+
+
+def _stdin_readable() -> bool:
+    """Whether standard input may hold something: not a terminal, /dev/null or closed."""
+    import stat
+
+    try:
+        if os.isatty(0):
+            return False
+        mode = os.fstat(0)
+    except OSError:
+        return False
+    null = os.stat(os.devnull)
+    return not (stat.S_ISCHR(mode.st_mode) and (mode.st_dev, mode.st_ino) == (
+        null.st_dev, null.st_ino))
 
 
 def _human(n: int, lang: str = "en") -> str:
@@ -126,11 +179,14 @@ class _Plugin:
         self.unaudited: list[str] = []
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
-        self.before = None
+        self.before = self.env = None
         if self.fail and not self.skip_proof and not hasattr(config, "workerinput"):
             from ._proof import snapshot
 
-            self.before = snapshot(str(config.invocation_params.dir))
+            self.env, self.before = config.stash.get(_EARLY, (None, None))
+            if self.env is None:  # registered after the first conftests (pytest.main)
+                self.env, self.before = dict(os.environ), snapshot(str(
+                    config.invocation_params.dir))
 
     # -- in the process that runs the test (a worker under xdist) ---------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -244,18 +300,23 @@ class _Plugin:
         main = getattr(sys.modules.get("__main__"), "__file__", None)
         if main is None:  # python -c: pytest.main from a string, unless in an xdist worker
             by_pytest = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
-        else:
-            name = os.path.basename(main)
-            by_pytest = os.path.splitext(name)[0] in ("pytest", "py.test") or (
-                name == "__main__.py" and os.path.basename(os.path.dirname(main)) == "pytest")
+        else:  # pytest's own entry: `python -m pytest`, or its console script
+            by_pytest = os.path.realpath(main) == os.path.realpath(
+                os.path.join(os.path.dirname(pytest.__file__), "__main__.py")) or (
+                _console_script(main))
         if own or not by_pytest:
             return Proof(False, message("proof_in_process", self.lang), 0.0, refutes=False)
+        capture = config.getoption("capture", "fd")
+        if capture != "fd" and _stdin_readable():
+            # -s or --capture=sys leave the tests the session's standard input, which the
+            # rerun does not get again (rev27q Q5); fd capture puts /dev/null on fd 0
+            return Proof(False, message("proof_stdin_tests", self.lang), 0.0, refutes=False)
         from ._proof import changed_paths, snapshot
 
         touched = changed_paths(self.before, snapshot(str(params.dir)))
         program = Program(None, "pytest", [str(a) for a in params.args], str(params.dir), 0,
                           None,  # pytest prints timings: its output is not compared
-                          touched=touched)
+                          touched=touched, env=self.env)
         return prove({}, program, self.lang, forced)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
