@@ -812,14 +812,13 @@ print("grad", torch.load("grad.pt").tolist())
 def test_the_rerun_does_not_start_from_what_the_audited_run_left(tmp_path):
     """rev27o R3: the audited run leaves a marker; the rerun found it and skipped the read
     the audit cannot see, and the gate exited 6 though a first run fails without the flag.
-    A read of a file the audited run wrote makes the proof not hold; a file the rerun writes
-    itself (torch.save, then torch.load) does not."""
+    The marker is set aside for the rerun, which takes the first path; a file the rerun
+    writes itself (torch.save, then torch.load) is its own."""
     script = tmp_path / "leaves_state.py"
     script.write_text(STATE_PATH)
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ("NOT proven: the rerun read checked.marker, which the audited run had written"
-            in proc.stdout + proc.stderr), proc.stdout + proc.stderr
+    assert "verdict: NEEDED: walked again by a rerun" in proc.stdout, proc.stdout + proc.stderr
     (tmp_path / "checked.marker").unlink()
     plain = tmp_path / "no_marker.py"
     plain.write_text(STATE_PATH.replace('not os.path.exists("checked.marker")', "False"))
@@ -973,11 +972,13 @@ def test_the_rerun_gets_the_environment_the_program_started_with(tmp_path, monke
     'git_cannot_hash("made2")',  # a listed program given it to read (rev27q Q13)
 ], ids=["hidden-folder", "mkdir-probe", "open-x-probe", "chdir-probe", "link-probe",
         "symlink-probe", "readlink-probe", "append-tell", "listed-program-reads"])
-def test_probes_of_what_the_audited_run_left_count_as_reads(tmp_path, first_run):
+def test_what_the_audited_run_created_is_not_there_for_the_rerun(tmp_path, first_run):
     """rev27q Q6, Q7, rev27r, rev27s: a hidden folder's state, and existence probes that are
     writes (os.mkdir, open(..., "x"), os.link, os.symlink), look-ups with no audit event of
-    their own (os.readlink), a change of folder or an append that shows the file's size sent
-    the rerun down another path unseen."""
+    their own (os.readlink), a change of folder, an append that shows the file's size, a
+    program given the file: each sent the rerun down another path unseen. What the audited run
+    created is set aside for the rerun, which takes the first path and fails without the flag
+    (NEEDED), and is put back after it."""
     helpers = (
         "def mkdir_ok(path):\n    try:\n        os.mkdir(path)\n        return True\n"
         "    except FileExistsError:\n        return False\n\n\n"
@@ -1006,4 +1007,230 @@ def test_probes_of_what_the_audited_run_left_count_as_reads(tmp_path, first_run)
     script.write_text(source)
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict: NEEDED: walked again by a rerun" in proc.stdout, proc.stdout + proc.stderr
+    left = sorted(p.name for p in tmp_path.iterdir())  # the audited run's results, back
+    assert "grad.pt" in left and len(left) > 2, left
+
+
+@pytest.mark.proof
+@pytest.mark.parametrize("first_run", [
+    'first_read("state.txt")',  # opened for reading
+    'first_size("state.txt")',  # a listing's DirEntry.stat(), no look-up (rev27r S33)
+    'appended_once("state.txt")',  # an append shows the size (rev27s N1)
+], ids=["read", "direntry-stat", "append-tell"])
+def test_a_look_at_what_the_audited_run_changed_is_not_proven(tmp_path, first_run):
+    """What the audited run changed (a file that was there before it) cannot be set back for
+    the rerun: a look at it before the rerun wrote it makes the proof not hold (rev27o R3)."""
+    helpers = (
+        "def first_read(path):\n    was = open(path).read()\n"
+        "    open(path, 'w').write('1')\n    return was == '0'\n\n\n"
+        "def first_size(path):\n"
+        "    size = [e.stat().st_size for e in os.scandir('.') if e.name == path][0]\n"
+        "    open(path, 'w').write('10')\n    return size == 1\n\n\n"
+        "def appended_once(path):\n    with open(path, 'a') as f:\n"
+        "        fresh = f.tell() == 1\n        f.write('1')\n    return fresh\n\n\n")
+    source = STATE_PATH.replace('not os.path.exists("checked.marker")', first_run).replace(
+        '    open("checked.marker", "w").close()\n', "").replace(
+        "import torch\n", "import torch\n\n\n" + helpers, 1)
+    (tmp_path / "state.txt").write_text("0")
+    script = tmp_path / "probe.py"
+    script.write_text(source)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: the rerun read " in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_a_launcher_named_python_is_not_python(tmp_path):
+    """rev27r N12: a shell script named `python` may run an isolated Python before it execs a
+    reached one under the same pid; only a compiled Python (or a script whose first line
+    names one) counts as Python."""
+    from retaincheck._proof_site import _is_python
+
+    launcher = tmp_path / "python"
+    launcher.write_text("#!/bin/sh\npython3 -I x.py\nexec python3 \"$@\"\n")
+    launcher.chmod(0o755)
+    assert not _is_python(str(launcher))
+    script = tmp_path / "tool"
+    script.write_text(f"#!{sys.executable}\nprint('hi')\n")
+    script.chmod(0o755)
+    assert _is_python(str(script))
+    wrapped = tmp_path / "wrapped"
+    wrapped.write_text(f"#!{launcher}\nprint('hi')\n")
+    wrapped.chmod(0o755)
+    assert not _is_python(str(wrapped))
+
+
+START_STATE_CHECK = """
+import os, signal, sys
+from retaincheck._proof import _apply_start, start_state
+
+state = start_state()
+os.umask(0o077)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+cpus = os.sched_getaffinity(0)
+os.sched_setaffinity(0, {min(cpus)})
+_apply_start(state)
+assert os.umask(0o022) == 0o022
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+assert os.sched_getaffinity(0) == cpus
+print("ok")
+"""
+
+
+def test_the_rerun_starts_with_the_signals_cpus_and_umask_the_program_started_with():
+    """rev27s N14, N15: the rerun inherited what the program (or retaincheck, which ignores
+    SIGINT while it reports) changed in the process: ignored signals, pinned CPUs, a umask."""
+    run = subprocess.run([sys.executable, "-c", START_STATE_CHECK], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert run.returncode == 0 and run.stdout == "ok\n", run.stdout + run.stderr
+
+
+STARTS_AS = """import os
+import signal
+import sys
+
+first = {first}
+import torch  # noqa: E402
+
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+if first:  # the path a plain run takes: it reads a saved value the audit cannot see
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))
+print("done")
+"""
+
+
+@pytest.mark.proof
+@pytest.mark.parametrize(("first", "options", "stdin"), [
+    ("os.umask(0o077) != 0o077", [], None),  # the program changed it (rev27s N15 class)
+    ("signal.getsignal(signal.SIGINT) is signal.default_int_handler", [], None),  # N14
+    ("bool(sys.warnoptions)", ["-W", "always"], None),  # N16
+    ("os.environ.setdefault('WORLD_SIZE', '2') != '2' or True", [], None),  # N6
+    ("sys.stdin is None", [], "closed"),  # rev27s N9
+    ("__import__('stat').S_ISREG(os.fstat(0).st_mode)", [], "file"),  # rev27q Q15
+], ids=["umask", "sigint", "warnoptions", "world-size", "stdin-closed", "stdin-file"])
+def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
+    """A plain run takes the first path; the rerun must too, or it proves nothing: the gate
+    never exits 6 here (without the flag the first path fails)."""
+    script = tmp_path / "starts.py"
+    script.write_text(STARTS_AS.format(first=first))
+    (tmp_path / "in.txt").write_text("data\n")
+    command = [sys.executable, *options, "-m", "retaincheck", "--fail-on-unneeded", script.name]
+    if stdin == "closed":
+        command = ["sh", "-c", " ".join(command) + " <&-"]
+    with open(tmp_path / "in.txt", "rb") as given:
+        proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                              check=False, stdin=given if stdin == "file" else None,
+                              env={k: v for k, v in os.environ.items() if k != "WORLD_SIZE"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven" in proc.stderr or "NEEDED" in proc.stdout, proc.stdout + proc.stderr
+
+
+ORDINARY = """import os
+import subprocess
+from pathlib import Path
+
+import torch
+
+os.makedirs("runs/ckpt", exist_ok=True)  # a folder made on the first run, reused after
+Path("runs/logs").mkdir(parents=True, exist_ok=True)
+try:  # the GPU's name for the log, where there is one
+    gpu = subprocess.run(["nvidia-smi-not-here", "-L"], capture_output=True).stdout
+except FileNotFoundError:
+    gpu = b""
+w = torch.ones(3, requires_grad=True)
+for epoch in range(2):
+    loss = (w * w).sum()
+    loss.backward(retain_graph=True)
+    torch.save({"w": w.detach(), "epoch": epoch}, "runs/ckpt/tmp.pt")
+    os.replace("runs/ckpt/tmp.pt", "runs/ckpt/last.pt")  # an atomic save
+    with open("runs/logs/train.log", "a") as log:
+        log.write(f"epoch {epoch}\\n")
+print("grad", w.grad.tolist())
+"""
+
+
+@pytest.mark.proof
+def test_an_ordinary_checkpointing_program_is_proven(tmp_path):
+    """rev27r O1, O6, O7, O8, rev27s: folders made with exist_ok, an atomic save (os.replace
+    onto the checkpoint) and a command not found are no look at the audited run's results: a
+    first run in a fresh folder is proven (the flag there is truly not needed)."""
+    script = tmp_path / "train.py"
+    script.write_text(ORDINARY)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "proven: the rerun exited 0 as the audited run did" in proc.stderr, proc.stderr
+
+
+DOUBLE_FORK = """import subprocess
+import sys
+
+import torch
+
+WORKER = \'\'\'
+import os, time
+if os.fork() == 0:  # detaches: its own child works on after the program
+    if os.fork() == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # a daemon's: holds none of the program's pipes
+            os.dup2(null, fd)
+        time.sleep(4)
+    os._exit(0)
+\'\'\'
+x = torch.ones(3, requires_grad=True)
+y = (x * x).sum()
+y.backward(retain_graph=True)
+subprocess.run([sys.executable, "-c", WORKER], check=True)
+print("grad", x.grad.tolist())
+"""
+
+
+@pytest.mark.proof
+def test_a_forked_worker_still_running_after_the_program_is_not_proven(tmp_path):
+    """rev27r N07: a started worker's double-forked grandchild walked the graph 3.6 s after
+    the program ended; forked children are held to account as started ones."""
+    script = tmp_path / "detach.py"
+    script.write_text(DOUBLE_FORK)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: part of the program ran out of the rerun's reach (still running" in (
+        proc.stderr), proc.stderr
+
+
+PORT = """import http.server
+import threading
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+try:  # a status page while it trains
+    server = http.server.HTTPServer(("127.0.0.1", {port}), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    page = True
+except OSError:
+    page = False
+if page:  # statistics of the saved values for the page
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))
+print("done")
+"""
+
+
+@pytest.mark.proof
+def test_a_port_the_program_still_holds_is_free_for_the_rerun(tmp_path):
+    """rev27s N12: a status server's thread still held its port when the rerun started, so
+    the rerun took the no-page path; a plain run's exit would have freed it."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "page.py"
+    script.write_text(PORT.format(port=port))
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NEEDED" in proc.stdout, proc.stdout + proc.stderr

@@ -414,6 +414,15 @@ class _Tee:
         return b"".join(self.chunks)
 
 
+def _regular_file(fd: int) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
 class _StdinTee:
     """For the proof: keep what the program could read on standard input, so that the rerun
     gets the same bytes (rev27o R1: with an empty input the rerun took another path and
@@ -427,7 +436,7 @@ class _StdinTee:
         self.chunks: list[bytes] = []
         self.size = 0
         self.source = None
-        if os.isatty(0):
+        if os.isatty(0) or _regular_file(0):  # a file: the rerun reads it again (start_state)
             return
         try:
             self.source = os.dup(0)
@@ -668,9 +677,12 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
-    tee = stdin = undo_exec = start_env = None
+    tee = stdin = undo_exec = start_env = start = None
     if proving:
+        from ._proof import open_fds, release_sockets, start_state
+
         start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
+        start, start_fds = start_state(), open_fds()
         from ._proof import changed_paths, snapshot
 
         try:
@@ -689,6 +701,8 @@ def main(argv: list[str] | None = None) -> int:
         printed = tee.close() if tee is not None else None
         given = stdin.close() if stdin is not None else None
         touched = changed_paths(before, snapshot(start_dir)) if proving else ()
+        if proving:
+            release_sockets(start_fds)
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
@@ -707,7 +721,7 @@ def main(argv: list[str] | None = None) -> int:
         sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return _finish(opts, report, status, stopped, start_dir, printed, given, touched,
-                       start_env)
+                       start_env, start)
     finally:
         if sigint is not None:
             signal.signal(signal.SIGINT, sigint)
@@ -715,7 +729,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _finish(opts: Options, report, status: int, stopped, start_dir: str,
             printed: bytes | None = None, given: bytes | None | bool = None,
-            touched: list[str] | bool = (), env: dict[str, str] | None = None) -> int:
+            touched: list[str] | bool = (), env: dict[str, str] | None = None,
+            start: dict | None = None) -> int:
     """Print (and write) the report, --fix's plan, and return the exit status."""
     completed = stopped is None and getattr(report, "completed", True)
     rank = _rank()
@@ -727,7 +742,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed, given, touched, env)
+                          printed, given, touched, env, start)
         fixes = fix(report, completed, status, write=opts.write, dirs=[start_dir],
                     program=program, skip_proof=opts.skip_proof, lang=opts.lang)
     gate_proof = None
@@ -738,7 +753,7 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         from ._proof import Program
 
         program = Program(opts.script, opts.module, list(opts.args), start_dir, status,
-                          printed, given, touched, env)
+                          printed, given, touched, env, start)
         gate_proof = prove_unneeded(report, completed, status, dirs=[start_dir],
                                     program=program, skip_proof=opts.skip_proof,
                                     lang=opts.lang)

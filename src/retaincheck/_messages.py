@@ -216,6 +216,7 @@ EN: dict[str, str] = {
     "rerun of python -m pytest does not repeat",
     "proof_stdin_tests": "the tests could read the session's standard input (-s), which a "
     "rerun does not get again",
+    "proof_options": "Python ran with {options}, which would keep the rerun out of reach",
     "proof_big_folder": "the working folder holds over {n} files, too many to tell what the "
     "run changed in it",
     "proof_state": "the rerun read {path}, which the audited run had written, so it may have "
@@ -393,6 +394,7 @@ ZH: dict[str, str] = {
     "proof_in_process": "pytest 是由别的代码（pytest.main 或脚本）启动的，"
     "重新运行 python -m pytest 重现不了那部分",
     "proof_stdin_tests": "测试能读取这次会话的标准输入（-s），重新运行拿不到同样的输入",
+    "proof_options": "Python 以 {options} 启动，重新运行会因此脱离检查的范围",
     "proof_big_folder": "工作目录里的文件超过 {n} 个，太多了，看不出这次运行改动了哪些",
     "proof_state": "重新运行读取了受检查的那次运行写下的 {path}，可能因此走了另一条路径"
     "（请在一个干净的目录里检查）",

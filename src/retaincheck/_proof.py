@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._messages import message
 
@@ -67,18 +67,213 @@ class Program:
     # the environment when the program started (None: this process's now); the program may
     # have changed os.environ before the rerun starts (rev27s N2)
     env: dict[str, str] | None = None
+    # the process's state when the program started (``start_state``), for the rerun
+    start: dict | None = None
+
+
+def _interpreter_options() -> list[str]:
+    """The options this Python was started with (``python -W error -m retaincheck ...``): the
+    rerun starts with them too (rev27s N16: ``if not sys.warnoptions``)."""
+    argv = list(getattr(sys, "orig_argv", ()))
+    options, i = [], 1
+    while i < len(argv):
+        word = argv[i]
+        if word in ("-m", "-c", "-") or not word.startswith("-"):
+            break
+        takes = word in ("-W", "-X") or (word.startswith("--") and "=" not in word and
+                                         word != "--help")
+        options += argv[i:i + 2] if takes else [word]
+        i += 2 if takes else 1
+    return options
+
+
+def start_state() -> dict:
+    """What the rerun must start from that the program may change in this process before the
+    proof runs, or that differs from a new interpreter's (rev27s): the signals ignored (N14:
+    retaincheck ignores SIGINT while it reports), the CPUs (N15), the umask, the interpreter's
+    options (N16), and standard input closed (N9) or a regular file (rev27q Q15)."""
+    import signal
+    import stat
+
+    ignored = []
+    for number in signal.valid_signals():
+        try:
+            if signal.getsignal(number) is signal.SIG_IGN:
+                ignored.append(int(number))
+        except (ValueError, OSError):
+            continue
+    state: dict = {"ignored": ignored, "options": _interpreter_options()}
+    if hasattr(os, "sched_getaffinity"):
+        state["affinity"] = sorted(os.sched_getaffinity(0))
+    state["umask"] = os.umask(0o022)
+    os.umask(state["umask"])
+    try:
+        given = os.fstat(0)
+    except OSError:
+        state["stdin_closed"] = True
+    else:
+        if stat.S_ISREG(given.st_mode):
+            try:
+                state["stdin_file"] = [os.readlink("/proc/self/fd/0"), os.lseek(0, 0, os.SEEK_CUR),
+                                       given.st_size, given.st_mtime_ns, given.st_ino]
+            except OSError:
+                state["stdin_file"] = None
+    return state
+
+
+def open_fds() -> set[int]:
+    """This process's open file descriptors (Linux's /proc; empty elsewhere)."""
+    try:
+        return {int(name) for name in os.listdir("/proc/self/fd")}
+    except (OSError, ValueError):
+        return set()
+
+
+def release_sockets(before: set[int]) -> None:
+    """Free what the program's leftover sockets hold (a status server's port, still served by
+    a daemon thread when the program ended): a plain run's exit would have closed them, and a
+    rerun that binds the same port took another path (rev27s N12). Each socket opened since
+    ``before`` is shut down and its descriptor pointed at a new unbound datagram socket (never
+    readable, so a serving thread's select() stays idle), so that an object still holding its
+    number closes nothing of ours."""
+    import socket
+    import stat
+
+    for fd in sorted(open_fds() - before):
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            held = socket.socket(fileno=fd)
+            try:
+                held.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            held.detach()
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as idle:
+                os.dup2(idle.fileno(), fd, inheritable=False)
+        except OSError:
+            continue
+
+
+def _apply_start(state: dict) -> None:
+    """In the rerun: the signals, CPUs, umask and standard input the program started with."""
+    import signal
+
+    ignored = set(state.get("ignored", ()))
+    for number in signal.valid_signals():
+        if number in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            now = signal.getsignal(number) is signal.SIG_IGN
+            if int(number) in ignored and not now:
+                signal.signal(number, signal.SIG_IGN)
+            elif now and int(number) not in ignored:
+                signal.signal(number, signal.default_int_handler
+                              if number == signal.SIGINT else signal.SIG_DFL)
+        except (ValueError, OSError):
+            continue
+    if "affinity" in state and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, state["affinity"])
+        except OSError:
+            pass
+    if "umask" in state:
+        os.umask(state["umask"])
+    if state.get("stdin_closed"):
+        os.close(0)
+        sys.stdin = sys.__stdin__ = None
+
+
+def _set_aside(touched: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
+    """Move what the audited run created in the working folder (the top-most of those paths)
+    into a new folder beside the system's temporary files, so that the rerun starts from the
+    folder as the audited run found it: a log it appends to, a checkpoint it would resume
+    from, a marker, a folder it makes are not there, whoever looks (Python, C code, another
+    program: rev27r, rev27s). A rename moves nothing on disk; a path that cannot be renamed
+    (another file system) stays, and ``_proof_site`` watches it."""
+    created = sorted(p[:-1] for p in touched if p.endswith("\0") and os.path.lexists(p[:-1]))
+    tops: list[str] = []
+    for path in created:
+        if not any(path.startswith(top + os.sep) for top in tops):
+            tops.append(path)
+    if not tops:
+        return None, []
+    aside = tempfile.mkdtemp(prefix="retaincheck-aside-")
+    moved = []
+    for i, path in enumerate(tops):
+        target = os.path.join(aside, str(i))
+        try:
+            os.rename(path, target)
+        except OSError:
+            continue
+        moved.append((path, target))
+    return aside, moved
+
+
+def _put_back(aside: str | None, moved: list[tuple[str, str]]) -> None:
+    """Undo ``_set_aside``: what the rerun made at those paths goes, the audited run's comes
+    back (the folder ends as the audited run left it)."""
+    for path, target in reversed(moved):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            elif os.path.lexists(path):
+                os.unlink(path)
+            os.rename(target, path)
+        except OSError as exc:
+            print(f"retaincheck: could not put {path} back ({exc}); it is in {target}",
+                  file=sys.stderr)
+    if aside is not None:
+        try:
+            os.rmdir(aside)
+        except OSError:
+            pass
 
 
 def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
           forced: list[tuple[str, int]] = ()) -> Proof:
     """Rerun ``program`` with ``changes`` (real path -> new source) applied, and every backward
     pass started from a ``forced`` line (real path, line) run without keeping its graph, in
-    every Python process of the rerun (``_proof_site``); the reason is in ``lang``."""
+    every Python process of the rerun (``_proof_site``); the reason is in ``lang``. What the
+    audited run created is set aside for the rerun and put back after it (``_set_aside``)."""
+    if not program.touched or _distributed(os.environ if program.env is None else program.env):
+        return _rerun(changes, program, lang, forced)
+    aside, moved = _set_aside(program.touched)
+    try:
+        gone = tuple(path for path, _ in moved)
+        watched = [p for p in program.touched if not (
+            p.rstrip("\0") in gone or p.startswith(tuple(g + os.sep for g in gone)))]
+        return _rerun(changes, replace(program, touched=watched), lang, forced)
+    finally:
+        _put_back(aside, moved)
+
+
+def _rerun(changes: dict[str, bytes], program: Program, lang: str,
+           forced: list[tuple[str, int]]) -> Proof:
     def m(key, **values):
         return message(key, lang, **values)
 
-    if _distributed():
+    start = program.start or {}
+    if _distributed(os.environ if program.env is None else program.env):
         return Proof(False, m("proof_distributed"), 0.0, ran=False)
+    options = start.get("options", [])
+    if any(o.startswith("-") and not o.startswith(("--", "-W", "-X")) and set(o[1:]) & set("IES")
+           for o in options):  # the rerun's watch would not load (PYTHONPATH, site)
+        return Proof(False, m("proof_options", options=" ".join(options)), 0.0, ran=False,
+                     refutes=False)
+    if "stdin_file" in start:
+        stdin_file = start["stdin_file"]
+        try:
+            feed_file = open(stdin_file[0], "rb")  # noqa: SIM115 (closed below)
+            given = os.fstat(feed_file.fileno())
+            if [given.st_size, given.st_mtime_ns, given.st_ino] != stdin_file[2:]:
+                feed_file.close()
+                raise OSError
+            feed_file.seek(stdin_file[1])
+        except (OSError, TypeError):
+            return Proof(False, m("proof_stdin"), 0.0, ran=False, refutes=False)
+    else:
+        feed_file = None
     if program.stdin is False:
         return Proof(False, m("proof_stdin"), 0.0, ran=False, refutes=False)
     if program.touched is False:
@@ -107,7 +302,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
                        "texts": texts, "unreached": unreached, "reached": reached,
                        "expected": expected, "touched": list(program.touched or ()),
                        "state": state, "text_forced": text_forced,
-                       "site": os.path.join(tmp, "site")}, f)
+                       "site": os.path.join(tmp, "site"), "start": start}, f)
         boot_dir = os.path.join(tmp, "site")
         os.mkdir(boot_dir)
         shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -123,13 +318,18 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         )
         start = time.perf_counter()
         try:
-            feed = {"stdin": subprocess.DEVNULL} if not program.stdin else {"input": program.stdin}
+            feed = ({"stdin": feed_file} if feed_file is not None else
+                    {"stdin": subprocess.DEVNULL} if not program.stdin else
+                    {"input": program.stdin})
             proc = subprocess.run(
-                [sys.executable, "-c", boot, here, spec],
+                [sys.executable, *options, "-c", boot, here, spec],
                 cwd=program.cwd, env=env, capture_output=True, check=False, **feed,
             )
         except OSError as exc:
             return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0, ran=False)
+        finally:
+            if feed_file is not None:
+                feed_file.close()
         seconds = time.perf_counter() - start
         own_tracer = os.path.exists(tracer)
         lost = _unreached(unreached, reached, expected)
@@ -286,9 +486,10 @@ def _first_difference(old: bytes, new: bytes, lang: str = "en") -> str:
     return message("proof_lines", lang, old=len(a), new=len(b))
 
 
-def _distributed() -> bool:
+def _distributed(env) -> bool:
+    """Under torchrun: as the program started (rev27s N6: one that sets WORLD_SIZE itself)."""
     try:
-        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+        return int(env.get("WORLD_SIZE", "1")) > 1
     except ValueError:
         return False
 
@@ -308,6 +509,7 @@ def child(spec_path: str) -> None:
 
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
+    _apply_start(spec.get("start") or {})
     copies = {os.path.realpath(k): v for k, v in spec["copies"].items()}
 
     def edited(path: str) -> str | None:

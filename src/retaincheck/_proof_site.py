@@ -181,23 +181,37 @@ def _find(word, env, cwd=None):
     return None
 
 
-def _is_python(program, cwd=None):
-    """Whether the file a process starts with is Python: this interpreter or a link to it, a
-    file named python*, or a script whose first line names python (the kernel starts that
-    interpreter under the same pid). Anything else (a shell, ``env``, a launcher) is not: it
-    may run a Python out of reach before it execs one in reach (rev27n F4)."""
-    path = _find(program, os.environ, cwd) if "/" not in program else os.path.join(
-        os.fsdecode(cwd) if cwd is not None else os.getcwd(), program)
-    real = os.path.realpath(path or program)
-    if real == os.path.realpath(sys.executable) or _PYTHON_NAME.fullmatch(
-            os.path.basename(real)):  # python3.11, not run_python.sh (rev27p P03)
-        return True
+def _is_python(program, cwd=None, env=None, depth=0):
+    """Whether the file a process starts with is Python: a compiled program (not a script:
+    rev27r N12) that is this interpreter, or is named python* in a system folder or this
+    Python's own; or a script whose first line names one of those, directly or as
+    ``/usr/bin/env python3`` (the kernel starts that interpreter under the same pid).
+    Anything else (a shell, ``env``, a launcher) is not: it may run a Python out of reach
+    before it execs one in reach (rev27n F4)."""
+    env = os.environ if env is None else env
+    path = _find(program, env, cwd)
+    if path is None or depth > 2:
+        return False
+    real = os.path.realpath(path)
     try:
         with open(real, "rb") as f:
             first = f.readline(200)
     except OSError:
         return False
-    return first.startswith(b"#!") and b"python" in first
+    if first.startswith(b"\x7fELF"):
+        homes = tuple(os.path.join(os.path.realpath(p), "") for p in {
+            sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+        return real == os.path.realpath(sys.executable) or bool(
+            _PYTHON_NAME.fullmatch(os.path.basename(real))
+            and real.startswith(_SYSTEM + homes))  # python3.11, not run_python (rev27p P03)
+    if not first.startswith(b"#!"):
+        return False
+    words = first[2:].decode("utf-8", "replace").split()
+    if len(words) == 2 and os.path.basename(words[0]) == "env" and words[0].startswith(
+            _SYSTEM):  # #!/usr/bin/env python3: looked up on the PATH
+        return bool(_PYTHON_NAME.fullmatch(words[1])) and _is_python(
+            words[1], cwd, env, depth + 1)
+    return len(words) >= 1 and "/" in words[0] and _is_python(words[0], cwd, env, depth + 1)
 
 
 def _system_program(word, names, env, cwd):
@@ -320,6 +334,7 @@ def _watch_spawns(reached, expected, unreached):
         env = args[5] if len(args) > 5 else kwargs.get("env")
         if env is not None:  # a list of b"NAME=value"
             env = dict(os.fsdecode(entry).partition("=")[::2] for entry in env)
+        found = True
         if programs:  # the program run (Popen's executable=, or a shell): the first of these
             # that the child, in its own folder, can run (rev27p P01, rev27r N11)
             words = [_words([p])[0] for p in programs]
@@ -327,9 +342,16 @@ def _watch_spawns(reached, expected, unreached):
             argv = [(found or words)[0], *argv[1:]]
         since = clock()
         pid = fork_exec(*args, **kwargs)
-        expect(argv, pid, since, env, cwd)
+        if found:  # none: the child's exec fails, it runs nothing (rev27r O8)
+            expect(argv, pid, since, env, cwd)
         return pid
 
+    def forked():  # a forked child is this Python, reached; it must end with the program
+        pid = os.getpid()  # (rev27r N07: a double-forked worker walked the graph later)
+        _note(expected, f"{pid} 0 fork of {os.getppid()}")
+        _note(reached, f"{pid} {os.getppid()} {clock()}")
+
+    os.register_at_fork(after_in_child=forked)
     _posixsubprocess.fork_exec = watched_fork_exec
     if "subprocess" in sys.modules:  # it binds fork_exec when imported (3.11+)
         sys.modules["subprocess"]._fork_exec = watched_fork_exec
@@ -349,11 +371,11 @@ def _watch_state(touched, unreached):
     results (a checkpoint to resume, a "done" marker), and prove nothing. A look by C code
     that reports no audit event is not seen."""
     # created or removed paths end in a NUL: they change what a listing of their folder shows
-    named = {path[:-1] for path in touched if path.endswith("\0")}
     touched = frozenset(path.rstrip("\0") for path in touched)
-    folders = {}
-    for path in named:
+    folders = {}  # a listing shows each entry's name, and DirEntry.stat() its size and time
+    for path in touched:  # (rev27r S33), with no look-up of its own
         folders.setdefault(os.path.dirname(path), set()).add(path)
+
     written = set()  # replaced by this process: what it reads there is its own
     made = set()  # made to exist by this process (also an append): a listing shows it
     noted = []
@@ -373,14 +395,17 @@ def _watch_state(touched, unreached):
         _note(unreached, path)
 
     def seen(path, listing=False, tree=False):
+        if noted:
+            return
         path = absolute(path)
-        if noted or path is None or path in written:
+        if path is None or path in written:
             return
         if tree:  # a walk or removal of a whole folder: anything under it
             inside = path.rstrip(os.sep) + os.sep
             if any(p.startswith(inside) and p not in written for p in touched):
                 note(path)
-        elif (listing and folders.get(path, set()) - made) or (not listing and path in touched):
+        elif (listing and folders.get(path, set()) - made - written) or (
+                not listing and path in touched):
             note(path)
 
     def write(path, whole=True):
@@ -418,10 +443,15 @@ def _watch_state(touched, unreached):
                     and "-packages" + os.sep not in frame.f_code.co_filename):
                 frame = frame.f_back
             caller = frame.f_code.co_filename
-            if not caller.startswith(tools):
+            if not caller.startswith(tools) or caller.startswith(pytest_paths):
                 seen(args[0] if args and args[0] is not None else ".", listing=True)
         elif event in ("os.walk", "os.fwalk", "shutil.rmtree", "shutil.copytree"):
             seen(args[0], tree=True)
+        elif event == "os.rename":  # fails or not by whether the source exists; the target
+            seen(args[0])  # is replaced either way (an atomic save's os.replace: rev27r O7)
+            seen(args[0], tree=True)  # a folder taken whole, what it holds (rev27r)
+            write(args[0])
+            write(args[1])
         elif event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn",
                        "os.system"):
             # a started program may read a file it is given (`file -b done`: rev27q Q13)
@@ -433,11 +463,10 @@ def _watch_state(touched, unreached):
             # link, symlink, utime, chmod, mkdir, rename, remove: rev27r S20, S21)
             for value in args if isinstance(args, tuple) else ():
                 seen(value)
-            if event in ("os.rename", "os.mkdir", "os.rmdir", "os.remove", "os.link",
-                         "os.symlink"):  # each made (or removed) its last path
+            if event in ("os.mkdir", "os.rmdir", "os.remove", "os.link", "os.symlink"):
                 paths = [v for v in args if isinstance(v, (str, bytes, os.PathLike))]
                 for path in paths[:1] if event in ("os.mkdir", "os.rmdir", "os.remove") \
-                        else paths[:2] if event == "os.rename" else paths[1:2]:
+                        else paths[1:2]:  # each made (or removed) this path
                     write(path)
 
     import importlib
@@ -446,9 +475,12 @@ def _watch_state(touched, unreached):
     importlib_dir = os.path.dirname(importlib.__file__) + os.sep
     stdlib_dir = os.path.dirname(os.__file__) + os.sep
     pytest_spec = importlib.util.find_spec("_pytest")  # its collection's listings
-    tools = ("<frozen importlib", importlib_dir) + (
-        (os.path.dirname(pytest_spec.origin) + os.sep,) if pytest_spec and pytest_spec.origin
-        else ())
+    pytest_dir = (os.path.dirname(pytest_spec.origin) + os.sep
+                  if pytest_spec and pytest_spec.origin else None)
+    tools = ("<frozen importlib", importlib_dir) + ((pytest_dir,) if pytest_dir else ())
+    # py.path, which pytest carries for the tests' own use (tmpdir): their listings count
+    # (rev27s N10)
+    pytest_paths = (pytest_dir + "_py" + os.sep,) if pytest_dir else ("\0",)
     sys.addaudithook(hook)
 
     def looked(original):

@@ -100,10 +100,11 @@ def pytest_load_initial_conftests(early_config, parser, args):
     if (getattr(known, "retaincheck_fail", False) and not getattr(
             known, "retaincheck_skip_proof", False) and not hasattr(early_config, "workerinput")
             and not os.environ.get("RETAINCHECK_PROOF_SPEC")):
-        from ._proof import snapshot
+        from ._proof import open_fds, snapshot, start_state
 
         early_config.stash[_EARLY] = (
-            dict(os.environ), snapshot(str(early_config.invocation_params.dir)))
+            dict(os.environ), snapshot(str(early_config.invocation_params.dir)),
+            {**start_state(), "fds": sorted(open_fds())})
 
 
 def _console_script(path: str) -> bool:
@@ -179,14 +180,14 @@ class _Plugin:
         self.unaudited: list[str] = []
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
-        self.before = self.env = None
+        self.before = self.env = self.start = None
         if self.fail and not self.skip_proof and not hasattr(config, "workerinput"):
-            from ._proof import snapshot
+            from ._proof import open_fds, snapshot, start_state
 
-            self.env, self.before = config.stash.get(_EARLY, (None, None))
+            self.env, self.before, self.start = config.stash.get(_EARLY, (None, None, None))
             if self.env is None:  # registered after the first conftests (pytest.main)
-                self.env, self.before = dict(os.environ), snapshot(str(
-                    config.invocation_params.dir))
+                self.env, self.before, self.start = dict(os.environ), snapshot(str(
+                    config.invocation_params.dir)), {**start_state(), "fds": sorted(open_fds())}
 
     # -- in the process that runs the test (a worker under xdist) ---------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -311,12 +312,13 @@ class _Plugin:
             # -s or --capture=sys leave the tests the session's standard input, which the
             # rerun does not get again (rev27q Q5); fd capture puts /dev/null on fd 0
             return Proof(False, message("proof_stdin_tests", self.lang), 0.0, refutes=False)
-        from ._proof import changed_paths, snapshot
+        from ._proof import changed_paths, release_sockets, snapshot
 
         touched = changed_paths(self.before, snapshot(str(params.dir)))
+        release_sockets(set(self.start.get("fds", ())))
         program = Program(None, "pytest", [str(a) for a in params.args], str(params.dir), 0,
                           None,  # pytest prints timings: its output is not compared
-                          touched=touched, env=self.env)
+                          touched=touched, env=self.env, start=self.start)
         return prove({}, program, self.lang, forced)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
