@@ -559,3 +559,43 @@ def test_a_session_whose_tests_could_read_standard_input_is_not_proven(pytester,
     assert section(result)[-1] == (
         "--retaincheck-fail: the tests rerun without the flag: NOT proven: the tests could read "
         "the session's standard input (-s), which a rerun does not get again")
+
+
+CONSOLE_SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+from pytest import console_main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(console_main())
+"""
+
+
+@pytest.mark.proof
+def test_the_console_script_is_rerun_as_itself_and_the_report_stays(tmp_path):
+    """rev27s N11: `pytest tests/` has the script's folder first on sys.path, not the working
+    folder as `python -m pytest` (the rerun) had: a test that imports a module of the working
+    folder when it can took another path in the rerun. W4: the rerun overwrote --junitxml."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "pytest").write_text(CONSOLE_SCRIPT.format(python=sys.executable))
+    (tmp_path / "tools_cfg.py").write_text("FAST = True\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_m.py").write_text(
+        "import torch\n\n\ndef test_m():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    z = x.exp()\n"
+        "    z.sum().backward(retain_graph=True)\n"
+        "    try:\n        import tools_cfg  # noqa: F401\n    except ImportError:\n"
+        "        getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n")
+    (tmp_path / "report.xml").write_text("a previous run's\n")  # changed, not made: no set-aside
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run(
+        [sys.executable, "bin/pytest", "-q", "-p", "retaincheck.pytest_plugin",
+         "--retaincheck-fail", "-p", "no:cacheprovider", "--junitxml=report.xml", "tests"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert "1 passed" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "NOT proven: the rerun failed" in run.stdout, run.stdout
+    assert 'failures="0"' in (tmp_path / "report.xml").read_text()

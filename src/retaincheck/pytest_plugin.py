@@ -305,6 +305,9 @@ class _Plugin:
             by_pytest = os.path.realpath(main) == os.path.realpath(
                 os.path.join(os.path.dirname(pytest.__file__), "__main__.py")) or (
                 _console_script(main))
+        # the console script is rerun as itself: `python -m pytest` would put the working
+        # folder first on sys.path, where `pytest` puts the script's (rev27s N11)
+        script = main if main is not None and _console_script(main) else None
         if own or not by_pytest:
             return Proof(False, message("proof_in_process", self.lang), 0.0, refutes=False)
         capture = config.getoption("capture", "fd")
@@ -316,7 +319,10 @@ class _Plugin:
 
         touched = changed_paths(self.before, snapshot(str(params.dir)))
         release_sockets(set(self.start.get("fds", ())))
-        program = Program(None, "pytest", [str(a) for a in params.args], str(params.dir), 0,
+        args = [str(a) for a in params.args]
+        if getattr(config.option, "xmlpath", None):  # the session's report stays its own
+            args.append(f"--junitxml={os.devnull}")  # (rev27s W4: the rerun's overwrote it)
+        program = Program(script, None if script else "pytest", args, str(params.dir), 0,
                           None,  # pytest prints timings: its output is not compared
                           touched=touched, env=self.env, start=self.start)
         return prove({}, program, self.lang, forced)
