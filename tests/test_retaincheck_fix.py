@@ -1111,7 +1111,9 @@ print("done")
     ("os.environ.setdefault('WORLD_SIZE', '2') != '2' or True", [], None),  # N6
     ("sys.stdin is None", [], "closed"),  # rev27s N9
     ("__import__('stat').S_ISREG(os.fstat(0).st_mode)", [], "file"),  # rev27q Q15
-], ids=["umask", "sigint", "warnoptions", "world-size", "stdin-closed", "stdin-file"])
+    ("sys.stdout is None", [], "stdout-closed"),  # rev27s W3
+], ids=["umask", "sigint", "warnoptions", "world-size", "stdin-closed", "stdin-file",
+        "stdout-closed"])
 def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     """A plain run takes the first path; the rerun must too, or it proves nothing: the gate
     never exits 6 here (without the flag the first path fails)."""
@@ -1119,8 +1121,8 @@ def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     script.write_text(STARTS_AS.format(first=first))
     (tmp_path / "in.txt").write_text("data\n")
     command = [sys.executable, *options, "-m", "retaincheck", "--fail-on-unneeded", script.name]
-    if stdin == "closed":
-        command = ["sh", "-c", " ".join(command) + " <&-"]
+    if stdin in ("closed", "stdout-closed"):
+        command = ["sh", "-c", " ".join(command) + (" <&-" if stdin == "closed" else " >&-")]
     with open(tmp_path / "in.txt", "rb") as given:
         proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=180,
                               check=False, stdin=given if stdin == "file" else None,

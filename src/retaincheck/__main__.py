@@ -654,6 +654,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"retaincheck: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
+    closed = [name for name in ("stdout", "stderr") if getattr(sys, name) is None]
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None:  # closed (>&-): the report goes nowhere, as the
+            null = os.open(os.devnull, os.O_WRONLY)  # program's prints (rev27s W3)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
     saved_argv, saved_path, saved_stdout = sys.argv, list(sys.path), sys.stdout
     if opts.module is not None:
         sys.argv = [opts.module, *opts.args]  # runpy puts the module's file in sys.argv[0]
@@ -682,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         from ._proof import open_fds, release_sockets, start_state
 
         start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
-        start, start_fds = start_state(), open_fds()
+        start, start_fds = {**start_state(), "closed": closed}, open_fds()
         from ._proof import changed_paths, snapshot
 
         try:
@@ -699,6 +707,8 @@ def main(argv: list[str] | None = None) -> int:
         if undo_exec is not None:
             undo_exec()
         printed = tee.close() if tee is not None else None
+        if "stdout" in closed:  # nothing to compare: the rerun's goes nowhere too
+            printed = None
         given = stdin.close() if stdin is not None else None
         touched = changed_paths(before, snapshot(start_dir)) if proving else ()
         if proving:

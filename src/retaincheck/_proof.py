@@ -182,6 +182,11 @@ def _apply_start(state: dict) -> None:
     if state.get("stdin_closed"):
         os.close(0)
         sys.stdin = sys.__stdin__ = None
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if name in state.get("closed", ()):
+            os.close(fd)
+            setattr(sys, name, None)
+            setattr(sys, f"__{name}__", None)
 
 
 def _set_aside(touched: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
