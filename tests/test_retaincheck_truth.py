@@ -266,6 +266,12 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
     )
     assert untaken_calls(str(path), 7, {(str(path), 7)}) == [6, 9]
     assert untaken_calls(str(path), 7, {(str(path), 7), (str(path), 6), (str(path), 9)}) == []
+    # rev27s N7: two calls on one line: that the line ran does not say the other call did
+    path.write_text(
+        "for s in range(5):\n"
+        "    y.backward(retain_graph=True)\n"  # 2: the site
+        "    aux.backward() if s % 50 != 49 else (aux + y).backward()\n")  # 3
+    assert untaken_calls(str(path), 2, {(str(path), 2), (str(path), 3)}) == [3]
 
 
 def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):

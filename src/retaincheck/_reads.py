@@ -560,6 +560,12 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
     global _consts
     _consts = _module_constants(tree)  # for getattr(loss, AUX)() (_walks_a_graph, _texts)
     names = _graph_walkers(tree, extra)
+    # a line with two walking calls: that it ran does not tell which of them did (rev27s N7:
+    # `a.backward() if s % 50 else (a + b).backward()`)
+    per_line: dict[int, int] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call) and _walks_a_graph(node, names):
+            per_line[node.lineno] = per_line.get(node.lineno, 0) + 1
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
@@ -578,7 +584,7 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         if line in lines and not nested:
             on_the_line.append(node)  # the site itself, or another call on its line
             continue
-        if any((path, n) in ran for n in lines):
+        if any((path, n) in ran for n in lines) and per_line[node.lineno] == 1:
             continue  # a call that ran
         # It could run after the site: below it, above it in a loop around both, or in a
         # function defined here that may be called later.
