@@ -497,3 +497,25 @@ def test_a_closed_standard_input_does_not_break_the_gate(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, check=False, timeout=180)
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok\n"), proc.stdout
+
+
+@pytest.mark.proof
+def test_a_program_that_execs_gets_the_input_read_ahead_and_the_rest(tmp_path):
+    """rev27s W2: the gate's copy of a piped standard input had read ahead of the program; a
+    program that replaces itself then got none of it (exit 5 where python exits 0). The pipe
+    stays on fd 0 and a child goes on filling it: first what was read ahead, then the rest."""
+    script = tmp_path / "hands_on.py"
+    script.write_text(
+        "import os, sys, time\nimport torch\n"
+        "x = torch.ones(3, requires_grad=True)\n"
+        "(x * x).sum().backward(retain_graph=True)\n"
+        "time.sleep(0.5)\n"
+        "os.execv(sys.executable, [sys.executable, '-c', "
+        "'import sys; d = sys.stdin.read(); print(repr(d)); sys.exit(0 if d else 5)'])\n"
+    )
+    proc = subprocess.run(
+        ["bash", "-c", f'(echo a; sleep 1.5; echo b) | "{sys.executable}" -m retaincheck '
+                       "--fail-on-unneeded hands_on.py"],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == "'a\\nb\\n'\n", proc.stdout

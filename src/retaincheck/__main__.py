@@ -459,6 +459,23 @@ class _StdinTee:
         finally:
             os.close(self.write)
 
+    def hand_over(self) -> None:
+        """Before the program replaces itself (``os.exec*``): a child process goes on filling
+        the pipe on fd 0 from the real input, so the new program reads what the thread had
+        read ahead of the program, then the rest (rev27s W2: it got nothing)."""
+        if self.source is None:
+            return
+        try:
+            os.fstat(self.write)  # the thread closed it at the input's end: nothing to add
+        except OSError:
+            return
+        if os.fork() == 0:
+            try:
+                while data := os.read(self.source, 65536):
+                    _write_all(self.write, data)
+            finally:
+                os._exit(0)
+
     def close(self) -> bytes | None | bool:
         """The bytes the program could read; None for a terminal or no input; False if too
         long. Standard input is given back to this process."""
@@ -482,8 +499,7 @@ def _give_back_before_exec(tee: _Tee, stdin: _StdinTee):
             sys.stdout.flush()
             os.dup2(tee.target, 1)  # the pipe's last writer gone, the thread ends
             tee.thread.join(timeout=2)  # once what it holds is written out
-            if stdin.source is not None:
-                os.dup2(stdin.source, 0)
+            stdin.hand_over()  # fd 0 stays the pipe, which a child now fills
             return original(*args, **kwargs)
 
         return exec_
