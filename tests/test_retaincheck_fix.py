@@ -669,13 +669,15 @@ if __name__ == "__main__":
 """
 
 
-def test_a_shell_or_launcher_is_not_taken_for_the_python_it_execs():
+def test_a_shell_or_launcher_is_not_taken_for_the_python_it_execs(tmp_path):
     """rev27n F4: `sh -c "python -I child.py; exec python -c pass"` ends as a reached Python
     under sh's pid after running an isolated one; only a process that starts as Python may
-    show it was reached."""
+    show it was reached. (Not `python3` from PATH: on a pyenv machine that is a shim, a bash
+    script, rightly not Python.)"""
     from retaincheck._proof_site import _is_python
 
-    assert _is_python(sys.executable) and _is_python("python3")
+    (tmp_path / "python3").symlink_to(sys.executable)
+    assert _is_python(sys.executable) and _is_python(str(tmp_path / "python3"))
     assert not _is_python("/bin/sh") and not _is_python("env")
 
 
