@@ -1093,6 +1093,20 @@ STARTS_AS = """import os
 import signal
 import sys
 
+held = []
+
+
+def locked_elsewhere(path):  # a single-instance lock, held to the end
+    import fcntl
+
+    held.append(open(path, "a"))
+    try:
+        fcntl.flock(held[-1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+
+
 first = {first}
 import torch  # noqa: E402
 
@@ -1114,11 +1128,22 @@ print("done")
     ("sys.stdin is None", [], "closed"),  # rev27s N9
     ("__import__('stat').S_ISREG(os.fstat(0).st_mode)", [], "file"),  # rev27q Q15
     ("sys.stdout is None", [], "stdout-closed"),  # rev27s W3
+    ("True", ["-I"], None),  # the rerun's watch would not load: could not tell, no 6
+    ("os.getpriority(os.PRIO_PROCESS, 0) == int(os.environ['START_NICE']) and os.nice(5) > 0",
+     [], None),  # rev27u B3
+    ("signal.SIGUSR1 not in signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])", [],
+     None),  # rev27u B1
+    ("not locked_elsewhere('in.txt')", [], None),  # rev27u B4, B5
+    ("(lambda r: r.getrlimit(r.RLIMIT_NOFILE)[0] == int(os.environ['START_NOFILE']) and "
+     "r.setrlimit(r.RLIMIT_NOFILE, (r.getrlimit(r.RLIMIT_NOFILE)[0] - 1, "
+     "r.getrlimit(r.RLIMIT_NOFILE)[1])) is None)(__import__('resource'))", [], None),  # B2
 ], ids=["umask", "sigint", "warnoptions", "world-size", "stdin-closed", "stdin-file",
-        "stdout-closed"])
+        "stdout-closed", "isolated", "nice", "sigmask", "flock", "rlimit"])
 def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     """A plain run takes the first path; the rerun must too, or it proves nothing: the gate
     never exits 6 here (without the flag the first path fails)."""
+    import resource
+
     script = tmp_path / "starts.py"
     script.write_text(STARTS_AS.format(first=first))
     (tmp_path / "in.txt").write_text("data\n")
@@ -1128,7 +1153,11 @@ def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     with open(tmp_path / "in.txt", "rb") as given:
         proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=180,
                               check=False, stdin=given if stdin == "file" else None,
-                              env={k: v for k, v in os.environ.items() if k != "WORLD_SIZE"})
+                              env={**{k: v for k, v in os.environ.items()
+                                      if k != "WORLD_SIZE"},
+                                   "START_NICE": str(os.getpriority(os.PRIO_PROCESS, 0)),
+                                   "START_NOFILE": str(resource.getrlimit(
+                                       resource.RLIMIT_NOFILE)[0])})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven" in proc.stderr or "NEEDED" in proc.stdout, proc.stdout + proc.stderr
 
@@ -1238,3 +1267,43 @@ def test_a_port_the_program_still_holds_is_free_for_the_rerun(tmp_path):
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NEEDED" in proc.stdout, proc.stdout + proc.stderr
+
+
+LEFTOVER = """import os
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+
+if os.path.exists("result.txt"):  # an earlier run finished: resume
+    print("resumed")
+    sys.exit(0)
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+getattr(z.grad_fn, "".join(reversed("tluser_devas_")))  # a read the audit cannot see
+{start}
+print("done")
+"""
+
+
+@pytest.mark.proof
+@pytest.mark.parametrize("start", [
+    # an autosave thread rewrites the result while the rerun starts (rev27t T01)
+    "threading.Thread(target=lambda: [open('result.txt', 'w').close() or time.sleep(0.05) "
+    "for _ in range(200)], daemon=True).start()\ntime.sleep(0.2)",
+    # a detached job publishes the result later (rev27t T02)
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1); "
+    "open(\"result.txt\", \"w\").close(); time.sleep(5)'], start_new_session=True)",
+], ids=["daemon-thread", "detached-process"])
+def test_what_still_runs_of_the_audited_program_makes_the_proof_not_hold(tmp_path, start):
+    """A thread or a process of the audited program still running when the rerun starts may
+    rewrite what the rerun starts from: the site is "could not tell: kept", no 6."""
+    script = tmp_path / "left.py"
+    script.write_text(LEFTOVER.format(start=start))
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: part of the program was still running when it ended" in proc.stderr, (
+        proc.stdout + proc.stderr)

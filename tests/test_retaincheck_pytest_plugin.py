@@ -599,3 +599,27 @@ def test_the_console_script_is_rerun_as_itself_and_the_report_stays(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "NOT proven: the rerun failed" in run.stdout, run.stdout
     assert 'failures="0"' in (tmp_path / "report.xml").read_text()
+
+
+@pytest.mark.proof
+def test_a_project_plugin_imported_before_the_snapshot_is_not_proven(pytester, monkeypatch):
+    """rev27u P10-P12: a plugin of the project (-p, PYTEST_PLUGINS, addopts) imported before
+    retaincheck's first snapshot built a cache file at import: the file was in the "before"
+    snapshot, neither set aside nor watched, and the rerun took the cached path."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.syspathinsert()
+    pytester.makepyfile(pytest_dataplug=(
+        "import os\n\nFRESH = not os.path.exists('data_cache.json')\n"
+        "open('data_cache.json', 'w').close()\n"))
+    pytester.makepyfile(test_one=(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n"
+    ))
+    result = run(pytester, "-p", "pytest_dataplug", "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1] == (
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the project's plugin "
+        "pytest_dataplug was imported before retaincheck's, so what it did to the folder was "
+        "not seen"), result.outlines

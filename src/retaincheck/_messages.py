@@ -217,6 +217,10 @@ EN: dict[str, str] = {
     "proof_stdin_tests": "the tests could read the session's standard input (-s), which a "
     "rerun does not get again",
     "proof_options": "Python ran with {options}, which would keep the rerun out of reach",
+    "proof_leftover": "part of the program was still running when it ended ({what}), and may "
+    "have changed what the rerun starts from",
+    "proof_early_plugin": "the project's plugin {name} was imported before retaincheck's, so "
+    "what it did to the folder was not seen",
     "proof_big_folder": "the working folder holds over {n} files, too many to tell what the "
     "run changed in it",
     "proof_state": "the rerun read {path}, which the audited run had written, so it may have "
@@ -395,6 +399,9 @@ ZH: dict[str, str] = {
     "重新运行 python -m pytest 重现不了那部分",
     "proof_stdin_tests": "测试能读取这次会话的标准输入（-s），重新运行拿不到同样的输入",
     "proof_options": "Python 以 {options} 启动，重新运行会因此脱离检查的范围",
+    "proof_leftover": "程序结束时还有一部分在运行（{what}），可能改动了重新运行的起点",
+    "proof_early_plugin": "项目自己的插件 {name} 在 retaincheck 的插件之前导入，"
+    "它对目录的改动看不到",
     "proof_big_folder": "工作目录里的文件超过 {n} 个，太多了，看不出这次运行改动了哪些",
     "proof_state": "重新运行读取了受检查的那次运行写下的 {path}，可能因此走了另一条路径"
     "（请在一个干净的目录里检查）",

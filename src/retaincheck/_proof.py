@@ -42,7 +42,9 @@ class Proof:
     proven: bool
     reason: str  # one line: what the rerun did
     seconds: float
-    ran: bool = True  # False: no rerun happened (under torchrun, or it could not start)
+    # False: no rerun, under torchrun (the gate's 6 stands, unproven); a rerun that could not
+    # run or be watched (refutes=False) makes the sites "could not tell: kept", never a 6
+    ran: bool = True
     # True: the rerun failed or met a freed-graph error (the flag was needed); False: it only
     # printed something else or could not be watched (not proven, not refuted)
     refutes: bool = True
@@ -107,6 +109,18 @@ def start_state() -> dict:
         state["affinity"] = sorted(os.sched_getaffinity(0))
     state["umask"] = os.umask(0o022)
     os.umask(state["umask"])
+    state["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        import resource
+
+        state["limits"] = {name: resource.getrlimit(getattr(resource, name))[0]
+                           for name in ("RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_AS",
+                                        "RLIMIT_DATA", "RLIMIT_CORE", "RLIMIT_NPROC",
+                                        "RLIMIT_MEMLOCK", "RLIMIT_FSIZE", "RLIMIT_CPU")
+                           if hasattr(resource, name)}
+    except ImportError:
+        pass
+    state["blocked"] = sorted(int(n) for n in signal.pthread_sigmask(signal.SIG_BLOCK, []))
     try:
         given = os.fstat(0)
     except OSError:
@@ -155,6 +169,57 @@ def release_sockets(before: set[int]) -> None:
             continue
 
 
+def leftovers(token: str | None) -> str | None:
+    """What of the audited program still runs when its rerun would start: a thread it started
+    (a daemon autosaving or logging into the folder: rev27t T01, T04, T12), or a process
+    started from it (its environment holds ``token``, which retaincheck put there before the
+    program ran: a detached job rewriting its results, rev27t T02). A plain run's exit would
+    have ended the thread; the process would have run beside a plain rerun as well, but there
+    it could not have changed what the audited run left. Either makes the proof not hold."""
+    import threading
+
+    for thread in threading.enumerate():
+        if (thread.is_alive() and thread is not threading.main_thread()
+                and not thread.name.startswith("retaincheck-")):
+            return f"thread {thread.name}"
+    if token is None:
+        return None
+    needle = f"RETAINCHECK_RUN={token}".encode()
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+        if _alive(pid):
+            return f"process {pid} ({command[:80]})"
+    return None
+
+
+def release_locks(before: set[int]) -> None:
+    """Release the file locks (``flock``, ``lockf``) held on the files the program opened: a
+    plain run's exit would have (a single-instance lock: rev27u B4, B5)."""
+    import fcntl
+    import stat
+
+    for fd in sorted(open_fds() - before):
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                fcntl.lockf(fd, fcntl.LOCK_UN)
+        except OSError:
+            continue
+
+
 def _apply_start(state: dict) -> None:
     """In the rerun: the signals, CPUs, umask and standard input the program started with."""
     import signal
@@ -179,6 +244,22 @@ def _apply_start(state: dict) -> None:
             pass
     if "umask" in state:
         os.umask(state["umask"])
+    if "blocked" in state:  # (rev27u B1: a signal mask the program set)
+        signal.pthread_sigmask(signal.SIG_SETMASK, state["blocked"])
+    if state.get("limits"):  # soft limits the program raised (rev27u B2: RLIMIT_NOFILE)
+        import resource
+
+        for name, soft in state["limits"].items():
+            try:
+                hard = resource.getrlimit(getattr(resource, name))[1]
+                resource.setrlimit(getattr(resource, name), (soft, hard))
+            except (ValueError, OSError):
+                pass
+    if "nice" in state:  # (rev27u B3: os.nice); raising the priority needs the privilege
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, state["nice"])
+        except OSError:
+            pass
     if state.get("stdin_closed"):
         os.close(0)
         sys.stdin = sys.__stdin__ = None
@@ -241,6 +322,10 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     pass started from a ``forced`` line (real path, line) run without keeping its graph, in
     every Python process of the rerun (``_proof_site``); the reason is in ``lang``. What the
     audited run created is set aside for the rerun and put back after it (``_set_aside``)."""
+    if (program.start or {}).get("token"):
+        left = leftovers(program.start["token"])
+        if left:
+            return Proof(False, message("proof_leftover", lang, what=left), 0.0, refutes=False)
     if not program.touched or _distributed(os.environ if program.env is None else program.env):
         return _rerun(changes, program, lang, forced)
     aside, moved = _set_aside(program.touched)
@@ -264,8 +349,7 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
     options = start.get("options", [])
     if any(o.startswith("-") and not o.startswith(("--", "-W", "-X")) and set(o[1:]) & set("IES")
            for o in options):  # the rerun's watch would not load (PYTHONPATH, site)
-        return Proof(False, m("proof_options", options=" ".join(options)), 0.0, ran=False,
-                     refutes=False)
+        return Proof(False, m("proof_options", options=" ".join(options)), 0.0, refutes=False)
     if "stdin_file" in start:
         stdin_file = start["stdin_file"]
         try:
@@ -276,14 +360,13 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
                 raise OSError
             feed_file.seek(stdin_file[1])
         except (OSError, TypeError):
-            return Proof(False, m("proof_stdin"), 0.0, ran=False, refutes=False)
+            return Proof(False, m("proof_stdin"), 0.0, refutes=False)
     else:
         feed_file = None
     if program.stdin is False:
-        return Proof(False, m("proof_stdin"), 0.0, ran=False, refutes=False)
+        return Proof(False, m("proof_stdin"), 0.0, refutes=False)
     if program.touched is False:
-        return Proof(False, m("proof_big_folder", n=SNAPSHOT_LIMIT), 0.0, ran=False,
-                     refutes=False)
+        return Proof(False, m("proof_big_folder", n=SNAPSHOT_LIMIT), 0.0, refutes=False)
     with tempfile.TemporaryDirectory(prefix="retaincheck-proof-") as tmp:
         copies = {}
         for i, (path, source) in enumerate(sorted(changes.items())):
@@ -331,7 +414,8 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
                 cwd=program.cwd, env=env, capture_output=True, check=False, **feed,
             )
         except OSError as exc:
-            return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0, ran=False)
+            return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0,
+                         refutes=False)
         finally:
             if feed_file is not None:
                 feed_file.close()

@@ -102,9 +102,14 @@ def pytest_load_initial_conftests(early_config, parser, args):
             and not os.environ.get("RETAINCHECK_PROOF_SPEC")):
         from ._proof import open_fds, snapshot, start_state
 
+        here = os.path.join(os.path.realpath(str(early_config.invocation_params.dir)), "")
+        early = sorted(  # a plugin of the project, imported before this one (rev27u P10)
+            name for name, plugin in early_config.pluginmanager.list_name_plugin()
+            if plugin is not sys.modules[__name__] and os.path.realpath(
+                getattr(plugin, "__file__", None) or "/").startswith(here))
         early_config.stash[_EARLY] = (
             dict(os.environ), snapshot(str(early_config.invocation_params.dir)),
-            {**start_state(), "fds": sorted(open_fds())})
+            {**start_state(), "fds": sorted(open_fds()), "early": early})
 
 
 def _console_script(path: str) -> bool:
@@ -310,6 +315,9 @@ class _Plugin:
         script = main if main is not None and _console_script(main) else None
         if own or not by_pytest:
             return Proof(False, message("proof_in_process", self.lang), 0.0, refutes=False)
+        if self.start and self.start.get("early"):  # its import may have changed the folder
+            return Proof(False, message("proof_early_plugin", self.lang,
+                                        name=self.start["early"][0]), 0.0, refutes=False)
         capture = config.getoption("capture", "fd")
         if capture != "fd" and _stdin_readable():
             # -s or --capture=sys leave the tests the session's standard input, which the
