@@ -1107,6 +1107,12 @@ def locked_elsewhere(path):  # a single-instance lock, held to the end
         return True
 
 
+def autosaving(path):  # a checkpoint written on a timer, every 0.1 s
+    signal.signal(signal.SIGALRM, lambda *_: open(path, "w").close())
+    signal.setitimer(signal.ITIMER_REAL, 0.1, 0.1)
+    return True
+
+
 first = {first}
 import torch  # noqa: E402
 
@@ -1137,8 +1143,9 @@ print("done")
     ("(lambda r: r.getrlimit(r.RLIMIT_NOFILE)[0] == int(os.environ['START_NOFILE']) and "
      "r.setrlimit(r.RLIMIT_NOFILE, (r.getrlimit(r.RLIMIT_NOFILE)[0] - 1, "
      "r.getrlimit(r.RLIMIT_NOFILE)[1])) is None)(__import__('resource'))", [], None),  # B2
+    ("not os.path.exists('result.txt') and autosaving('result.txt')", [], None),  # T36
 ], ids=["umask", "sigint", "warnoptions", "world-size", "stdin-closed", "stdin-file",
-        "stdout-closed", "isolated", "nice", "sigmask", "flock", "rlimit"])
+        "stdout-closed", "isolated", "nice", "sigmask", "flock", "rlimit", "itimer"])
 def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     """A plain run takes the first path; the rerun must too, or it proves nothing: the gate
     never exits 6 here (without the flag the first path fails)."""
@@ -1307,3 +1314,48 @@ def test_what_still_runs_of_the_audited_program_makes_the_proof_not_hold(tmp_pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: part of the program was still running when it ended" in proc.stderr, (
         proc.stdout + proc.stderr)
+
+
+SCRATCH = """import os
+import shutil
+import tempfile
+
+import torch
+
+shutil.rmtree("scratch", ignore_errors=True)  # a clean scratch folder for each run
+os.makedirs("scratch")
+tempfile.tempdir = os.path.abspath("scratch")  # big temporaries go there
+if os.path.isdir("run"):  # keep the previous run's results
+    shutil.rmtree("run.old", ignore_errors=True)
+    os.rename("run", "run.old")
+os.makedirs("run")
+x = torch.ones(3, requires_grad=True)
+(x * x).sum().backward(retain_graph=True)
+with open("run/result.txt", "w") as f:
+    f.write("this run")
+print("done")
+"""
+
+
+@pytest.mark.proof
+def test_setting_aside_and_putting_back_loses_nothing(tmp_path):
+    """rev27t T15: the set-aside folder went where the program had pointed tempfile (a folder
+    it cleans on each run) and the audited run's results were lost; rev27t: a rerun that
+    rotates `run` to `run.old` had the audited run's `run` deleted by the put-back. The
+    set-aside folder is the one from before the program ran, never in the working folder,
+    and the put-back deletes nothing."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "result.txt").write_text("previous")
+    script = tmp_path / "rotate.py"
+    script.write_text(SCRATCH)
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode in (0, 6), proc.stdout + proc.stderr
+    assert "could not put" not in proc.stderr, proc.stderr
+    assert (tmp_path / "run.old" / "result.txt").read_text() == "previous"
+    kept = [line for line in proc.stderr.splitlines() if "what the rerun left at" in line]
+    assert kept, proc.stderr  # the audited run's `run`, rotated by the rerun: kept, not lost
+    aside = Path(kept[0].rsplit(" is in ", 1)[1])
+    assert not str(aside).startswith(str(tmp_path))
+    assert sorted(p.read_text() for p in aside.rglob("result.txt")) == ["this run"], (
+        list(aside.rglob("*")))
+    shutil.rmtree(aside)

@@ -623,3 +623,25 @@ def test_a_project_plugin_imported_before_the_snapshot_is_not_proven(pytester, m
         "--retaincheck-fail: the tests rerun without the flag: NOT proven: the project's plugin "
         "pytest_dataplug was imported before retaincheck's, so what it did to the folder was "
         "not seen"), result.outlines
+
+
+@pytest.mark.proof
+def test_a_tests_thread_still_running_makes_the_pytest_proof_not_hold(pytester, monkeypatch):
+    """rev27t T01 under the pytest gate: a test's autosave thread went on rewriting the result
+    the rerun resumed from; a thread running the project's code at the session's end makes
+    the proof not hold."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_one=(
+        "import threading\nimport time\n\nimport torch\n\n\n"
+        "def autosave():\n    for _ in range(100):\n        time.sleep(0.05)\n\n\n"
+        "def test_one():\n"
+        "    threading.Thread(target=autosave, daemon=True).start()\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n"
+    ))
+    result = run(pytester, "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1].startswith(
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: part of the program "
+        "was still running when it ended (thread "), result.outlines

@@ -104,7 +104,8 @@ def start_state() -> dict:
                 ignored.append(int(number))
         except (ValueError, OSError):
             continue
-    state: dict = {"ignored": ignored, "options": _interpreter_options()}
+    state: dict = {"ignored": ignored, "options": _interpreter_options(),
+                   "temp": tempfile.gettempdir()}
     if hasattr(os, "sched_getaffinity"):
         state["affinity"] = sorted(os.sched_getaffinity(0))
     state["umask"] = os.umask(0o022)
@@ -169,19 +170,28 @@ def release_sockets(before: set[int]) -> None:
             continue
 
 
-def leftovers(token: str | None) -> str | None:
+def leftovers(token: str | None, project: str | None = None) -> str | None:
     """What of the audited program still runs when its rerun would start: a thread it started
     (a daemon autosaving or logging into the folder: rev27t T01, T04, T12), or a process
     started from it (its environment holds ``token``, which retaincheck put there before the
     program ran: a detached job rewriting its results, rev27t T02). A plain run's exit would
     have ended the thread; the process would have run beside a plain rerun as well, but there
-    it could not have changed what the audited run left. Either makes the proof not hold."""
+    it could not have changed what the audited run left. Either makes the proof not hold.
+    ``project``: a pytest session's folder, whose own threads (pytest's, xdist's) go on: only
+    threads running code of that folder count there."""
     import threading
 
+    inside = os.path.join(os.path.realpath(project), "") if project else None
     for thread in threading.enumerate():
-        if (thread.is_alive() and thread is not threading.main_thread()
-                and not thread.name.startswith("retaincheck-")):
-            return f"thread {thread.name}"
+        if (not thread.is_alive() or thread is threading.main_thread()
+                or thread.name.startswith("retaincheck-")):
+            continue
+        if inside is not None:
+            run = getattr(thread, "_target", None) or type(thread).run
+            code = getattr(run, "__code__", None)
+            if code is None or not os.path.realpath(code.co_filename).startswith(inside):
+                continue
+        return f"thread {thread.name}"
     if token is None:
         return None
     needle = f"RETAINCHECK_RUN={token}".encode()
@@ -206,10 +216,16 @@ def leftovers(token: str | None) -> str | None:
 
 
 def release_locks(before: set[int]) -> None:
-    """Release the file locks (``flock``, ``lockf``) held on the files the program opened: a
-    plain run's exit would have (a single-instance lock: rev27u B4, B5)."""
+    """Release the file locks (``flock``, ``lockf``) held on the files the program opened, and
+    stop its interval timers: a plain run's exit would have (a single-instance lock: rev27u
+    B4, B5; a SIGALRM checkpoint handler still firing: rev27t T36)."""
     import fcntl
+    import signal
     import stat
+
+    for timer in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"):
+        if hasattr(signal, timer):
+            signal.setitimer(getattr(signal, timer), 0)
 
     for fd in sorted(open_fds() - before):
         try:
@@ -270,7 +286,8 @@ def _apply_start(state: dict) -> None:
             setattr(sys, f"__{name}__", None)
 
 
-def _set_aside(touched: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
+def _set_aside(touched: list[str], base: str | None,
+               cwd: str) -> tuple[str | None, list[tuple[str, str]]]:
     """Move what the audited run created in the working folder (the top-most of those paths)
     into a new folder beside the system's temporary files, so that the rerun starts from the
     folder as the audited run found it: a log it appends to, a checkpoint it would resume
@@ -282,9 +299,13 @@ def _set_aside(touched: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
     for path in created:
         if not any(path.startswith(top + os.sep) for top in tops):
             tops.append(path)
-    if not tops:
+    # the temporary folder as it was before the program ran (it may point tempfile.tempdir
+    # into the working folder, which the rerun may clean: rev27t T15), and not in that folder
+    base = base or tempfile.gettempdir()
+    inside = os.path.join(os.path.realpath(cwd), "")
+    if not tops or os.path.join(os.path.realpath(base), "").startswith(inside):
         return None, []
-    aside = tempfile.mkdtemp(prefix="retaincheck-aside-")
+    aside = tempfile.mkdtemp(prefix="retaincheck-aside-", dir=base)
     moved = []
     for i, path in enumerate(tops):
         target = os.path.join(aside, str(i))
@@ -297,19 +318,23 @@ def _set_aside(touched: list[str]) -> tuple[str | None, list[tuple[str, str]]]:
 
 
 def _put_back(aside: str | None, moved: list[tuple[str, str]]) -> None:
-    """Undo ``_set_aside``: what the rerun made at those paths goes, the audited run's comes
-    back (the folder ends as the audited run left it)."""
-    for path, target in reversed(moved):
+    """Undo ``_set_aside``: the audited run's comes back. What is at the path then is moved
+    into the temporary folder, never deleted: it may be the rerun's own, or something of the
+    audited run's that the rerun moved there (rotating ``run`` to ``run.old``: rev27t)."""
+    kept = []
+    for i, (path, target) in enumerate(reversed(moved)):
         try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            elif os.path.lexists(path):
-                os.unlink(path)
+            if os.path.lexists(path):
+                os.rename(path, os.path.join(aside, f"rerun-{i}"))
+                kept.append(path)
             os.rename(target, path)
         except OSError as exc:
             print(f"retaincheck: could not put {path} back ({exc}); it is in {target}",
                   file=sys.stderr)
-    if aside is not None:
+    if kept:
+        print(f"retaincheck: what the rerun left at {', '.join(kept)[:200]} is in {aside}",
+              file=sys.stderr)
+    elif aside is not None:
         try:
             os.rmdir(aside)
         except OSError:
@@ -328,7 +353,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
             return Proof(False, message("proof_leftover", lang, what=left), 0.0, refutes=False)
     if not program.touched or _distributed(os.environ if program.env is None else program.env):
         return _rerun(changes, program, lang, forced)
-    aside, moved = _set_aside(program.touched)
+    aside, moved = _set_aside(program.touched, (program.start or {}).get("temp"), program.cwd)
     try:
         gone = tuple(path for path, _ in moved)
         watched = [p for p in program.touched if not (
@@ -367,7 +392,10 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         return Proof(False, m("proof_stdin"), 0.0, refutes=False)
     if program.touched is False:
         return Proof(False, m("proof_big_folder", n=SNAPSHOT_LIMIT), 0.0, refutes=False)
-    with tempfile.TemporaryDirectory(prefix="retaincheck-proof-") as tmp:
+    # the temporary folder as it was before the program ran (rev27t T15: not one the program
+    # pointed tempfile at, which may be set aside or cleaned)
+    with tempfile.TemporaryDirectory(prefix="retaincheck-proof-",
+                                     dir=(program.start or {}).get("temp")) as tmp:
         copies = {}
         for i, (path, source) in enumerate(sorted(changes.items())):
             copy = os.path.join(tmp, f"{i}-{os.path.basename(path)}")

@@ -323,8 +323,12 @@ class _Plugin:
             # -s or --capture=sys leave the tests the session's standard input, which the
             # rerun does not get again (rev27q Q5); fd capture puts /dev/null on fd 0
             return Proof(False, message("proof_stdin_tests", self.lang), 0.0, refutes=False)
-        from ._proof import changed_paths, release_sockets, snapshot
+        from ._proof import changed_paths, leftovers, release_sockets, snapshot
 
+        left = leftovers(None, str(params.dir))  # a test's daemon thread (rev27t T01)
+        if left:
+            return Proof(False, message("proof_leftover", self.lang, what=left), 0.0,
+                         refutes=False)
         touched = changed_paths(self.before, snapshot(str(params.dir)))
         release_sockets(set(self.start.get("fds", ())))
         args = [str(a) for a in params.args]
