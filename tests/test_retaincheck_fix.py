@@ -1144,8 +1144,10 @@ print("done")
      "r.setrlimit(r.RLIMIT_NOFILE, (r.getrlimit(r.RLIMIT_NOFILE)[0] - 1, "
      "r.getrlimit(r.RLIMIT_NOFILE)[1])) is None)(__import__('resource'))", [], None),  # B2
     ("not os.path.exists('result.txt') and autosaving('result.txt')", [], None),  # T36
+    ("__import__('stat').S_ISSOCK(os.fstat(0).st_mode)", [], "socket"),  # rev27u R11
 ], ids=["umask", "sigint", "warnoptions", "world-size", "stdin-closed", "stdin-file",
-        "stdout-closed", "isolated", "nice", "sigmask", "flock", "rlimit", "itimer"])
+        "stdout-closed", "isolated", "nice", "sigmask", "flock", "rlimit", "itimer",
+        "stdin-socket"])
 def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     """A plain run takes the first path; the rerun must too, or it proves nothing: the gate
     never exits 6 here (without the flag the first path fails)."""
@@ -1157,9 +1159,14 @@ def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     command = [sys.executable, *options, "-m", "retaincheck", "--fail-on-unneeded", script.name]
     if stdin in ("closed", "stdout-closed"):
         command = ["sh", "-c", " ".join(command) + (" <&-" if stdin == "closed" else " >&-")]
-    with open(tmp_path / "in.txt", "rb") as given:
+    import socket
+
+    ours, theirs = socket.socketpair()
+    ours.close()
+    with open(tmp_path / "in.txt", "rb") as given, theirs:
         proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-                              check=False, stdin=given if stdin == "file" else None,
+                              check=False, stdin=given if stdin == "file" else
+                              theirs if stdin == "socket" else None,
                               env={**{k: v for k, v in os.environ.items()
                                       if k != "WORLD_SIZE"},
                                    "START_NICE": str(os.getpriority(os.PRIO_PROCESS, 0)),
@@ -1359,3 +1366,92 @@ def test_setting_aside_and_putting_back_loses_nothing(tmp_path):
     assert sorted(p.read_text() for p in aside.rglob("result.txt")) == ["this run"], (
         list(aside.rglob("*")))
     shutil.rmtree(aside)
+
+
+def test_the_interpreters_options_are_read_as_python_reads_them(monkeypatch):
+    """rev27u: `python -uW always -m retaincheck` was read as `-uW` alone, and the rerun could
+    not start; a flag cluster ends at -m or -c, and -W, -X take the rest or the next word."""
+    from retaincheck._proof import _interpreter_options
+
+    for argv, options in [
+        (["py", "-uW", "always", "-m", "retaincheck", "x.py"], ["-uW", "always"]),
+        (["py", "-Wignore::DeprecationWarning", "-m", "r"], ["-Wignore::DeprecationWarning"]),
+        (["py", "-OO", "-X", "dev", "x.py"], ["-OO", "-X", "dev"]),
+        (["py", "-Im", "retaincheck"], ["-I"]),
+        (["py", "-W", "error", "-c", "pass"], ["-W", "error"]),
+    ]:
+        monkeypatch.setattr(sys, "orig_argv", argv)
+        assert _interpreter_options() == options, argv
+
+
+GLOO_LEFT = """import os
+
+import torch
+import torch.distributed as dist
+
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ.setdefault("MASTER_PORT", "{port}")
+dist.init_process_group("gloo", rank=0, world_size=1)  # never destroyed
+x = torch.ones(3, requires_grad=True)
+(x * x).sum().backward(retain_graph=True)
+print("done")
+"""
+
+
+@pytest.mark.proof
+def test_sockets_that_cpp_code_holds_are_left_alone(tmp_path):
+    """rev27u B15: releasing a socket gloo's C++ thread still served aborted the gate (exit
+    134, no report) where a plain run exits 0; only sockets Python made are released."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "gloo_left.py"
+    script.write_text(GLOO_LEFT.format(port=port))
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode in (0, 6), proc.stdout + proc.stderr
+    assert "verdict:" in proc.stdout, proc.stdout + proc.stderr
+
+
+SLOW_RERUN = """import os
+import time
+
+import torch
+
+with open("made.txt", "w") as f:
+    f.write("the audited run's")
+x = torch.ones(3, requires_grad=True)
+(x * x).sum().backward(retain_graph=True)
+if os.environ.get("RETAINCHECK_PROOF_SPEC"):  # the rerun: long enough to be stopped
+    time.sleep(30)
+"""
+
+
+@pytest.mark.proof
+def test_what_was_set_aside_comes_back_when_retaincheck_is_stopped(tmp_path):
+    """rev27u D1: stopped (SIGTERM: a time limit) during the rerun, retaincheck left the
+    audited run's files in the temporary folder and said nothing."""
+    import signal
+    import time
+
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_RERUN)
+    gate = subprocess.Popen([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                             script.name], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "made.txt").exists():  # written by the audited run
+            assert time.monotonic() < deadline and gate.poll() is None
+            time.sleep(0.05)
+        while (tmp_path / "made.txt").exists():  # set aside for the rerun
+            assert time.monotonic() < deadline and gate.poll() is None
+            time.sleep(0.05)
+        gate.send_signal(signal.SIGTERM)
+        gate.wait(timeout=60)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+            gate.wait()
+    assert (tmp_path / "made.txt").read_text() == "the audited run's"

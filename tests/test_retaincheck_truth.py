@@ -272,6 +272,13 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
         "    y.backward(retain_graph=True)\n"  # 2: the site
         "    aux.backward() if s % 50 != 49 else (aux + y).backward()\n")  # 3
     assert untaken_calls(str(path), 2, {(str(path), 2), (str(path), 3)}) == [3]
+    # rev27u R12: the untaken call starts a line above the one that ran
+    path.write_text(
+        "for s in range(5):\n"
+        "    y.backward(retain_graph=True)\n"
+        "    (aux + y\n"
+        "     ).backward() if s % 50 == 49 else aux.backward()\n")
+    assert untaken_calls(str(path), 2, {(str(path), 2), (str(path), 4)}) == [3, 4]
 
 
 def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):

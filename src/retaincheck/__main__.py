@@ -703,13 +703,14 @@ def main(argv: list[str] | None = None) -> int:
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = stdin = undo_exec = start_env = start = None
     if proving:
-        from ._proof import open_fds, release_locks, release_sockets, start_state
+        from ._proof import open_fds, release_locks, release_sockets, start_state, watch_sockets
 
         start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
         token = os.urandom(8).hex()  # marks the processes started from the program
         os.environ["RETAINCHECK_RUN"] = token  # (_proof.leftovers)
         start = {**start_state(), "closed": closed, "token": token}
         start_fds = open_fds()
+        watch_sockets()
         from ._proof import changed_paths, snapshot
 
         try:

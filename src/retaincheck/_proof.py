@@ -80,10 +80,24 @@ def _interpreter_options() -> list[str]:
     options, i = [], 1
     while i < len(argv):
         word = argv[i]
-        if word in ("-m", "-c", "-") or not word.startswith("-"):
+        if word == "-" or not word.startswith("-"):
             break
-        takes = word in ("-W", "-X") or (word.startswith("--") and "=" not in word and
-                                         word != "--help")
+        if word.startswith("--"):  # --check-hash-based-pycs MODE
+            takes = "=" not in word and word != "--help"
+        else:  # a cluster of flags (-uW always, -uWalways, -OO): -W, -X take a value, the
+            # rest of the word or the next one; -m, -c end the options (rev27u: -uW always)
+            flags, takes, end = word[1:], False, None
+            for k, c in enumerate(flags):
+                if c in "WX":  # the rest of the word, if any, is its value
+                    takes = k == len(flags) - 1
+                    break
+                if c in "mc":
+                    end = k
+                    break
+            if end is not None:
+                if end:
+                    options.append("-" + flags[:end])
+                break
         options += argv[i:i + 2] if takes else [word]
         i += 2 if takes else 1
     return options
@@ -127,7 +141,9 @@ def start_state() -> dict:
     except OSError:
         state["stdin_closed"] = True
     else:
-        if stat.S_ISREG(given.st_mode):
+        if stat.S_ISSOCK(given.st_mode):  # given to the rerun as a pipe: not the same
+            state["stdin_socket"] = True  # (rev27u R11)
+        elif stat.S_ISREG(given.st_mode):
             try:
                 state["stdin_file"] = [os.readlink("/proc/self/fd/0"), os.lseek(0, 0, os.SEEK_CUR),
                                        given.st_size, given.st_mtime_ns, given.st_ino]
@@ -144,6 +160,28 @@ def open_fds() -> set[int]:
         return set()
 
 
+_SOCKETS = None  # the sockets Python made since ``watch_sockets`` (a weak set)
+
+
+def watch_sockets() -> None:
+    """Note each socket Python makes from now on (its ``socket.__new__`` audit event): only
+    those are released, never one that C++ code made and still serves (gloo's listening
+    socket: taking it aborted the process, rev27u B15)."""
+    global _SOCKETS
+    import weakref
+
+    _SOCKETS = weakref.WeakSet()
+
+    def hook(event, args):
+        if event == "socket.__new__" and _SOCKETS is not None:
+            try:
+                _SOCKETS.add(args[0])
+            except TypeError:
+                pass
+
+    sys.addaudithook(hook)
+
+
 def release_sockets(before: set[int]) -> None:
     """Free what the program's leftover sockets hold (a status server's port, still served by
     a daemon thread when the program ended): a plain run's exit would have closed them, and a
@@ -154,7 +192,13 @@ def release_sockets(before: set[int]) -> None:
     import socket
     import stat
 
-    for fd in sorted(open_fds() - before):
+    made = set()
+    for sock in list(_SOCKETS or ()):
+        try:
+            made.add(sock.fileno())
+        except (OSError, ValueError):
+            continue
+    for fd in sorted((open_fds() - before) & made):
         try:
             if not stat.S_ISSOCK(os.fstat(fd).st_mode):
                 continue
@@ -317,6 +361,28 @@ def _set_aside(touched: list[str], base: str | None,
     return aside, moved
 
 
+def _ended_by_signals():
+    """While what the audited run made is set aside, SIGTERM and SIGHUP (a time limit, a
+    closed terminal) end retaincheck through its ``finally`` blocks, which put it back
+    (rev27u D1: it stayed in the temporary folder); returns what restores the handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def end(number, frame):
+        raise SystemExit(128 + number)
+
+    old = {number: signal.signal(number, end) for number in (signal.SIGTERM, signal.SIGHUP)}
+
+    def restore():
+        for number, handler in old.items():
+            signal.signal(number, handler)
+
+    return restore
+
+
 def _put_back(aside: str | None, moved: list[tuple[str, str]]) -> None:
     """Undo ``_set_aside``: the audited run's comes back. What is at the path then is moved
     into the temporary folder, never deleted: it may be the rerun's own, or something of the
@@ -354,6 +420,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     if not program.touched or _distributed(os.environ if program.env is None else program.env):
         return _rerun(changes, program, lang, forced)
     aside, moved = _set_aside(program.touched, (program.start or {}).get("temp"), program.cwd)
+    stop = _ended_by_signals() if moved else None
     try:
         gone = tuple(path for path, _ in moved)
         watched = [p for p in program.touched if not (
@@ -361,6 +428,8 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         return _rerun(changes, replace(program, touched=watched), lang, forced)
     finally:
         _put_back(aside, moved)
+        if stop is not None:
+            stop()
 
 
 def _rerun(changes: dict[str, bytes], program: Program, lang: str,
@@ -372,9 +441,12 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
     if _distributed(os.environ if program.env is None else program.env):
         return Proof(False, m("proof_distributed"), 0.0, ran=False)
     options = start.get("options", [])
-    if any(o.startswith("-") and not o.startswith(("--", "-W", "-X")) and set(o[1:]) & set("IES")
+    if any(o.startswith("-") and not o.startswith("--")
+           and set(o[1:].split("W")[0].split("X")[0]) & set("IES")
            for o in options):  # the rerun's watch would not load (PYTHONPATH, site)
         return Proof(False, m("proof_options", options=" ".join(options)), 0.0, refutes=False)
+    if start.get("stdin_socket"):
+        return Proof(False, m("proof_stdin"), 0.0, refutes=False)
     if "stdin_file" in start:
         stdin_file = start["stdin_file"]
         try:

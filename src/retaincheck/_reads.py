@@ -562,10 +562,11 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
     names = _graph_walkers(tree, extra)
     # a line with two walking calls: that it ran does not tell which of them did (rev27s N7:
     # `a.backward() if s % 50 else (a + b).backward()`)
-    per_line: dict[int, int] = {}
+    per_line: dict[int, int] = {}  # each line a call spans (rev27u R12: `(a + b` / `).backward()`)
     for node in ast.walk(scope):
         if isinstance(node, ast.Call) and _walks_a_graph(node, names):
-            per_line[node.lineno] = per_line.get(node.lineno, 0) + 1
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                per_line[n] = per_line.get(n, 0) + 1
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
@@ -584,8 +585,8 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         if line in lines and not nested:
             on_the_line.append(node)  # the site itself, or another call on its line
             continue
-        if any((path, n) in ran for n in lines) and per_line[node.lineno] == 1:
-            continue  # a call that ran
+        if any((path, n) in ran and per_line[n] == 1 for n in lines):
+            continue  # a call that ran (a line of its own that ran)
         # It could run after the site: below it, above it in a loop around both, or in a
         # function defined here that may be called later.
         if nested or node.lineno > line or any(

@@ -100,7 +100,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
     if (getattr(known, "retaincheck_fail", False) and not getattr(
             known, "retaincheck_skip_proof", False) and not hasattr(early_config, "workerinput")
             and not os.environ.get("RETAINCHECK_PROOF_SPEC")):
-        from ._proof import open_fds, snapshot, start_state
+        from ._proof import open_fds, snapshot, start_state, watch_sockets
 
         here = os.path.join(os.path.realpath(str(early_config.invocation_params.dir)), "")
         early = sorted(  # a plugin of the project, imported before this one (rev27u P10)
@@ -110,6 +110,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
         early_config.stash[_EARLY] = (
             dict(os.environ), snapshot(str(early_config.invocation_params.dir)),
             {**start_state(), "fds": sorted(open_fds()), "early": early})
+        watch_sockets()
 
 
 def _console_script(path: str) -> bool:
@@ -323,7 +324,7 @@ class _Plugin:
             # -s or --capture=sys leave the tests the session's standard input, which the
             # rerun does not get again (rev27q Q5); fd capture puts /dev/null on fd 0
             return Proof(False, message("proof_stdin_tests", self.lang), 0.0, refutes=False)
-        from ._proof import changed_paths, leftovers, release_sockets, snapshot
+        from ._proof import changed_paths, leftovers, release_locks, release_sockets, snapshot
 
         left = leftovers(None, str(params.dir))  # a test's daemon thread (rev27t T01)
         if left:
@@ -331,9 +332,13 @@ class _Plugin:
                          refutes=False)
         touched = changed_paths(self.before, snapshot(str(params.dir)))
         release_sockets(set(self.start.get("fds", ())))
+        release_locks(set(self.start.get("fds", ())))  # a conftest's lock (rev27u R5)
         args = [str(a) for a in params.args]
-        if getattr(config.option, "xmlpath", None):  # the session's report stays its own
-            args.append(f"--junitxml={os.devnull}")  # (rev27s W4: the rerun's overwrote it)
+        # the session's reports stay its own (rev27s W4: the rerun's overwrote them)
+        if getattr(config.option, "xmlpath", None):
+            args.append(f"--junitxml={os.devnull}")
+        if getattr(config.option, "log_file", None):
+            args.append(f"--log-file={os.devnull}")
         program = Program(script, None if script else "pytest", args, str(params.dir), 0,
                           None,  # pytest prints timings: its output is not compared
                           touched=touched, env=self.env, start=self.start)
