@@ -1455,3 +1455,27 @@ def test_what_was_set_aside_comes_back_when_retaincheck_is_stopped(tmp_path):
             gate.kill()
             gate.wait()
     assert (tmp_path / "made.txt").read_text() == "the audited run's"
+
+
+@pytest.mark.proof
+def test_with_the_temporary_folder_inside_the_working_folder_nothing_is_set_aside(tmp_path):
+    """rev27t T38: TMPDIR inside the working folder (a cluster's habit): what was set aside
+    lay where the rerun's recursive glob found it. Nothing is set aside then; what the audited
+    run created is watched like what it changed."""
+    (tmp_path / "tmp").mkdir()
+    script = tmp_path / "resume.py"
+    script.write_text(
+        "import glob\nimport os\n\nimport torch\n\n"
+        "if glob.glob('**/ckpt_*.txt', recursive=True):  # resume from a checkpoint\n"
+        "    raise SystemExit(0)\n"
+        "x = torch.ones(3, requires_grad=True)\nz = x.exp()\n"
+        "z.sum().backward(retain_graph=True)\n"
+        "getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n"
+        "os.makedirs('ckpts', exist_ok=True)\nopen('ckpts/ckpt_1.txt', 'w').close()\n")
+    proc = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                           script.name], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180, check=False,
+                          env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun read " in proc.stderr, proc.stdout + proc.stderr
+    assert (tmp_path / "ckpts" / "ckpt_1.txt").exists()

@@ -131,7 +131,8 @@ _SYSTEM = ("/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/lib/", "/usr/libe
 # Variables that make a listed program or shell run code of the caller's choosing: a file a
 # shell reads first (rev27p P09), an exported bash function that stands in for a command
 # (rev27r N02), a library loaded into any program.
-_INJECTING = ("BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PS4", "SHELLOPTS", "BASHOPTS")
+_INJECTING = ("BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PS4", "SHELLOPTS", "BASHOPTS",
+              "GIT_EXEC_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH")  # (rev27t T22)
 
 
 def _words(argv):
