@@ -1019,7 +1019,8 @@ def test_what_the_audited_run_created_is_not_there_for_the_rerun(tmp_path, first
     'first_read("state.txt")',  # opened for reading
     'first_size("state.txt")',  # a listing's DirEntry.stat(), no look-up (rev27r S33)
     'appended_once("state.txt")',  # an append shows the size (rev27s N1)
-], ids=["read", "direntry-stat", "append-tell"])
+    'after_failed_replace("state.txt")',  # a rename that failed wrote nothing (rev27t T80)
+], ids=["read", "direntry-stat", "append-tell", "failed-replace"])
 def test_a_look_at_what_the_audited_run_changed_is_not_proven(tmp_path, first_run):
     """What the audited run changed (a file that was there before it) cannot be set back for
     the rerun: a look at it before the rerun wrote it makes the proof not hold (rev27o R3)."""
@@ -1030,7 +1031,10 @@ def test_a_look_at_what_the_audited_run_changed_is_not_proven(tmp_path, first_ru
         "    size = [e.stat().st_size for e in os.scandir('.') if e.name == path][0]\n"
         "    open(path, 'w').write('10')\n    return size == 1\n\n\n"
         "def appended_once(path):\n    with open(path, 'a') as f:\n"
-        "        fresh = f.tell() == 1\n        f.write('1')\n    return fresh\n\n\n")
+        "        fresh = f.tell() == 1\n        f.write('1')\n    return fresh\n\n\n"
+        "def after_failed_replace(path):\n    try:\n"
+        "        os.replace(path + '.tmp', path)\n    except FileNotFoundError:\n"
+        "        pass\n    return first_read(path)\n\n\n")
     source = STATE_PATH.replace('not os.path.exists("checked.marker")', first_run).replace(
         '    open("checked.marker", "w").close()\n', "").replace(
         "import torch\n", "import torch\n\n\n" + helpers, 1)
@@ -1219,8 +1223,9 @@ import torch
 
 WORKER = \'\'\'
 import os, time
-if os.fork() == 0:  # detaches: its own child works on after the program
-    if os.fork() == 0:
+# in the rerun only: the audited run's own would stop the proof before it starts
+if os.environ.get("RETAINCHECK_PROOF_SPEC") and os.fork() == 0:  # detaches: its child
+    if os.fork() == 0:  # works on after the program
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # a daemon's: holds none of the program's pipes
             os.dup2(null, fd)
@@ -1247,21 +1252,21 @@ def test_a_forked_worker_still_running_after_the_program_is_not_proven(tmp_path)
         proc.stderr), proc.stderr
 
 
-PORT = """import http.server
-import threading
+PORT = """import socket
 
 import torch
 
 x = torch.ones(3, requires_grad=True)
 z = x.exp()
 z.sum().backward(retain_graph=True)
-try:  # a status page while it trains
-    server = http.server.HTTPServer(("127.0.0.1", {port}), http.server.BaseHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    page = True
+try:  # this run's control port, held to the end
+    server = socket.socket()
+    server.bind(("127.0.0.1", {port}))
+    server.listen()
+    control = True
 except OSError:
-    page = False
-if page:  # statistics of the saved values for the page
+    control = False
+if control:  # statistics of the saved values for the control port
     getattr(z.grad_fn, "".join(reversed("tluser_devas_")))
 print("done")
 """
@@ -1269,8 +1274,9 @@ print("done")
 
 @pytest.mark.proof
 def test_a_port_the_program_still_holds_is_free_for_the_rerun(tmp_path):
-    """rev27s N12: a status server's thread still held its port when the rerun started, so
-    the rerun took the no-page path; a plain run's exit would have freed it."""
+    """rev27s N12: the program's socket still held its port when the rerun started, so the
+    rerun took the other path; a plain run's exit would have freed it. (A thread still serving
+    it makes the proof not hold: test_what_still_runs_...)"""
     import socket
 
     with socket.socket() as probe:

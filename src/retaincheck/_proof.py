@@ -270,6 +270,15 @@ def release_locks(before: set[int]) -> None:
     for timer in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"):
         if hasattr(signal, timer):
             signal.setitimer(getattr(signal, timer), 0)
+    # multiprocessing's helper processes end with the program, and the resource tracker then
+    # removes the shared memory it left (rev27u B6); stopped here as at its exit
+    for module, name in (("multiprocessing.resource_tracker", "_resource_tracker"),
+                         ("multiprocessing.forkserver", "_forkserver")):
+        helper = getattr(sys.modules.get(module), name, None)
+        try:
+            helper._stop()
+        except Exception:  # noqa: BLE001 (an older Python without _stop, or none running)
+            pass
 
     for fd in sorted(open_fds() - before):
         try:

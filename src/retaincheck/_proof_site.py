@@ -450,9 +450,8 @@ def _watch_state(touched, unreached):
             seen(args[0], tree=True)
         elif event == "os.rename":  # fails or not by whether the source exists; the target
             seen(args[0])  # is replaced either way (an atomic save's os.replace: rev27r O7)
-            seen(args[0], tree=True)  # a folder taken whole, what it holds (rev27r)
-            write(args[0])
-            write(args[1])
+            seen(args[0], tree=True)  # a folder taken whole, what it holds (rev27r); both
+            # paths count as written once the rename is done (below), not when it is tried
         elif event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn",
                        "os.system"):
             # a started program may read a file it is given (`file -b done`: rev27q Q13)
@@ -493,6 +492,21 @@ def _watch_state(touched, unreached):
 
     import posix
 
+    def renames(original):  # a rename that failed wrote nothing (rev27t T80)
+        def rename(src, dst, *args, **kwargs):
+            done = original(src, dst, *args, **kwargs)
+            if not kwargs.get("src_dir_fd") and not kwargs.get("dst_dir_fd"):
+                write(src)
+                write(dst)
+            return done
+
+        return rename
+
+    for name in ("rename", "replace"):
+        original = getattr(posix, name)
+        for module in (os, posix):
+            if getattr(module, name, None) is original:
+                setattr(module, name, renames(original))
     for name in ("stat", "lstat", "access", "readlink", "statvfs", "pathconf"):
         original = getattr(posix, name, None)
         if original is not None:  # the look-ups that report no audit event (rev27s N5)
