@@ -373,12 +373,17 @@ class _Tee:
             sys.stdout = _Recorder(self.stdout, self.chunks)
 
     def _pump(self) -> None:
+        target_gone = False
         while True:
             data = os.read(self.read, 65536)
             if not data:
                 return
             self.chunks.append(data)
-            _write_all(self.target, data)
+            if not target_gone:
+                try:
+                    _write_all(self.target, data)
+                except OSError:  # `| head -1` closed it: go on reading (rev27w N19), as
+                    target_gone = True  # the program's next write then fails on its own
 
     def close(self) -> bytes | None:
         """What the program wrote (while a process it started holds the pipe: what it holds
@@ -471,6 +476,7 @@ class _StdinTee:
             return
         if os.fork() == 0:
             try:
+                os.close(0)  # the pipe's read end is the new program's alone (rev27w N5)
                 while data := os.read(self.source, 65536):
                     _write_all(self.write, data)
             finally:
@@ -632,8 +638,13 @@ def _write_whole(fd: int, text: str) -> None:
 def _emit(stream, text: str) -> None:
     """Print ``text``; under a launcher as one whole write (see ``_write_whole``)."""
     if _rank() is None:
-        stream.write(text)
-        stream.flush()
+        try:
+            stream.write(text)
+            stream.flush()
+        except BrokenPipeError:  # `| head -1`: the reader is gone, as for the program's own
+            null = os.open(os.devnull, os.O_WRONLY)  # prints; the rest goes nowhere
+            os.dup2(null, stream.fileno())
+            os.close(null)
         return
     stream.flush()
     _write_whole(stream.fileno(), text)
@@ -703,22 +714,52 @@ def main(argv: list[str] | None = None) -> int:
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = stdin = undo_exec = start_env = start = None
     if proving:
-        from ._proof import open_fds, release_locks, release_sockets, start_state, watch_sockets
+        from ._proof import changed_paths, leftovers, snapshot, start_state
 
         start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
         token = os.urandom(8).hex()  # marks the processes started from the program
         os.environ["RETAINCHECK_RUN"] = token  # (_proof.leftovers)
         start = {**start_state(), "closed": closed, "token": token}
-        start_fds = open_fds()
-        watch_sockets()
-        from ._proof import changed_paths, snapshot
-
+        before = snapshot(start_dir)
+        # The program runs in a child process, and the proof in this one once the child has
+        # ended, as a plain run ends: its threads, timers, locks, sockets and helpers are gone
+        # with it, and this process's signals, limits, umask and environment are as they were
+        # before the program ran (rev27t, rev27u, rev27v: each of these, left running or
+        # changed, sent the rerun down another path).
+        outcome_file = os.path.join(start["temp"], f"retaincheck-outcome-{token}")
+        # main() called in a process that redirected sys.stdout to a StringIO: the child's
+        # prints land in its copy, and come back with the outcome
+        mark = len(saved_stdout.getvalue()) if hasattr(saved_stdout, "getvalue") else None
+        child = os.fork()
+        if child:
+            os.environ.pop("RETAINCHECK_RUN")
+            outcome = _wait_for_the_audit(child, outcome_file)
+            sys.argv, sys.stdout, sys.path[:] = saved_argv, saved_stdout, saved_path
+            if real_stdout is not None:
+                os.dup2(real_stdout, 1)
+                os.close(real_stdout)
+            if isinstance(outcome, int):  # it ended without a report (os._exit, a signal)
+                return outcome
+            report, status, stopped, printed, given, text = outcome
+            if text:
+                saved_stdout.write(text)
+            if "stdout" in closed:  # nothing to compare: the rerun's goes nowhere too
+                printed = None
+            # what still runs of the program is looked for before the folder is read: once
+            # none runs, nothing of it can change the folder after (rev27v V07e)
+            start["left"] = leftovers(token)
+            touched = changed_paths(before, snapshot(start_dir))
+            sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                return _finish(opts, report, status, stopped, start_dir, printed, given,
+                               touched, start_env, start)
+            finally:
+                signal.signal(signal.SIGINT, sigint)
         try:
             os.fstat(0)
         except OSError:  # standard input closed (<&-): the pipes below must not take fd 0
             os.open(os.devnull, os.O_RDONLY)  # (rev27q W1); the rerun's is /dev/null too
         tee, stdin = _Tee(), _StdinTee()
-        before = snapshot(start_dir)
         undo_exec = _give_back_before_exec(tee, stdin)
     pid = os.getpid()
     try:
@@ -730,10 +771,6 @@ def main(argv: list[str] | None = None) -> int:
         if "stdout" in closed:  # nothing to compare: the rerun's goes nowhere too
             printed = None
         given = stdin.close() if stdin is not None else None
-        touched = changed_paths(before, snapshot(start_dir)) if proving else ()
-        if proving:
-            release_sockets(start_fds)
-            release_locks(start_fds)
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
@@ -746,16 +783,58 @@ def main(argv: list[str] | None = None) -> int:
         # A child the program forked, leaving through sys.exit or the end of the script: the
         # parent reports (what the child reused reached it, _hooks.Session.children).
         return status
+    if proving:  # the audited run's child: its outcome goes to the process that proves
+        import pickle
+
+        from ._proof import stop_helpers
+
+        stop_helpers()  # as at the program's exit (the parent looks for what still runs)
+
+        for record in report.calls:
+            record.__dict__.pop("_shapes", None)  # the audit's own (code objects)
+        with open(outcome_file, "wb") as f:
+            pickle.dump((report, status, None if stopped is None else "stopped", printed,
+                         given, None if mark is None else saved_stdout.getvalue()[mark:]), f)
+        sys.stderr.flush()
+        os._exit(0)
     sigint = None
     if threading.current_thread() is threading.main_thread():
         # A second Ctrl-C must not cut the report short.
         sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return _finish(opts, report, status, stopped, start_dir, printed, given, touched,
-                       start_env, start)
+        return _finish(opts, report, status, stopped, start_dir, printed, given)
     finally:
         if sigint is not None:
             signal.signal(signal.SIGINT, sigint)
+
+
+def _wait_for_the_audit(child: int, outcome_file: str):
+    """Wait for the child that runs the program (Ctrl-C reaches it; this process lets it
+    end), and return what it left: (report, status, stopped, printed, given), or the exit
+    status it ended with when it left nothing (``os._exit``, killed by a signal)."""
+    import pickle
+
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        while True:
+            try:
+                _, wait_status = os.waitpid(child, 0)
+                break
+            except InterruptedError:
+                continue
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    try:
+        with open(outcome_file, "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        code = os.waitstatus_to_exitcode(wait_status)
+        return 128 - code if code < 0 else code
+    finally:
+        try:
+            os.unlink(outcome_file)
+        except OSError:
+            pass
 
 
 def _finish(opts: Options, report, status: int, stopped, start_dir: str,

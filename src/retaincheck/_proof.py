@@ -155,9 +155,17 @@ def start_state() -> dict:
 def open_fds() -> set[int]:
     """This process's open file descriptors (Linux's /proc; empty elsewhere)."""
     try:
-        return {int(name) for name in os.listdir("/proc/self/fd")}
+        listed = {int(name) for name in os.listdir("/proc/self/fd")}
     except (OSError, ValueError):
         return set()
+    open_now = set()
+    for fd in listed:  # not the one the listing itself had open (rev27w P16)
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        open_now.add(fd)
+    return open_now
 
 
 _SOCKETS = None  # the sockets Python made since ``watch_sockets`` (a weak set)
@@ -261,8 +269,9 @@ def leftovers(token: str | None, project: str | None = None) -> str | None:
 
 def release_locks(before: set[int]) -> None:
     """Release the file locks (``flock``, ``lockf``) held on the files the program opened, and
-    stop its interval timers: a plain run's exit would have (a single-instance lock: rev27u
-    B4, B5; a SIGALRM checkpoint handler still firing: rev27t T36)."""
+    stop its interval timers and multiprocessing's helpers: a plain run's exit would have (a
+    single-instance lock: rev27u B4, B5; a SIGALRM checkpoint handler still firing: rev27t
+    T36). The pytest gate's: the command line's program ends with its own process."""
     import fcntl
     import signal
     import stat
@@ -270,16 +279,7 @@ def release_locks(before: set[int]) -> None:
     for timer in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"):
         if hasattr(signal, timer):
             signal.setitimer(getattr(signal, timer), 0)
-    # multiprocessing's helper processes end with the program, and the resource tracker then
-    # removes the shared memory it left (rev27u B6); stopped here as at its exit
-    for module, name in (("multiprocessing.resource_tracker", "_resource_tracker"),
-                         ("multiprocessing.forkserver", "_forkserver")):
-        helper = getattr(sys.modules.get(module), name, None)
-        try:
-            helper._stop()
-        except Exception:  # noqa: BLE001 (an older Python without _stop, or none running)
-            pass
-
+    stop_helpers()
     for fd in sorted(open_fds() - before):
         try:
             if stat.S_ISREG(os.fstat(fd).st_mode):
@@ -287,6 +287,19 @@ def release_locks(before: set[int]) -> None:
                 fcntl.lockf(fd, fcntl.LOCK_UN)
         except OSError:
             continue
+
+
+def stop_helpers() -> None:
+    """multiprocessing's helper processes end with the program, and the resource tracker then
+    removes the shared memory it left (rev27u B6): stopped here, as at the program's exit,
+    and waited for."""
+    for module, name in (("multiprocessing.resource_tracker", "_resource_tracker"),
+                         ("multiprocessing.forkserver", "_forkserver")):
+        helper = getattr(sys.modules.get(module), name, None)
+        try:
+            helper._stop()
+        except Exception:  # noqa: BLE001 (an older Python without _stop, or none running)
+            pass
 
 
 def _apply_start(state: dict) -> None:
@@ -383,7 +396,8 @@ def _ended_by_signals():
     def end(number, frame):
         raise SystemExit(128 + number)
 
-    old = {number: signal.signal(number, end) for number in (signal.SIGTERM, signal.SIGHUP)}
+    old = {number: signal.signal(number, end) for number in (signal.SIGTERM, signal.SIGHUP)
+           if signal.getsignal(number) is signal.SIG_DFL}  # not one nohup or trap '' ignores
 
     def restore():
         for number, handler in old.items():
@@ -423,7 +437,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     every Python process of the rerun (``_proof_site``); the reason is in ``lang``. What the
     audited run created is set aside for the rerun and put back after it (``_set_aside``)."""
     if (program.start or {}).get("token"):
-        left = leftovers(program.start["token"])
+        left = program.start.get("left") or leftovers(program.start["token"])
         if left:
             return Proof(False, message("proof_leftover", lang, what=left), 0.0, refutes=False)
     if not program.touched or _distributed(os.environ if program.env is None else program.env):
@@ -455,7 +469,7 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
            for o in options):  # the rerun's watch would not load (PYTHONPATH, site)
         return Proof(False, m("proof_options", options=" ".join(options)), 0.0, refutes=False)
     if start.get("stdin_socket"):
-        return Proof(False, m("proof_stdin"), 0.0, refutes=False)
+        return Proof(False, m("proof_stdin_socket"), 0.0, refutes=False)
     if "stdin_file" in start:
         stdin_file = start["stdin_file"]
         try:

@@ -319,7 +319,8 @@ class _Plugin:
         if self.start and self.start.get("early"):  # its import may have changed the folder
             return Proof(False, message("proof_early_plugin", self.lang,
                                         name=self.start["early"][0]), 0.0, refutes=False)
-        capture = config.getoption("capture", "fd")
+        capture = (config.getoption("capture", "fd")  # -p no:capture: none (rev27w P20)
+                   if config.pluginmanager.has_plugin("capturemanager") else "no")
         if capture != "fd" and _stdin_readable():
             # -s or --capture=sys leave the tests the session's standard input, which the
             # rerun does not get again (rev27q Q5); fd capture puts /dev/null on fd 0
