@@ -519,3 +519,19 @@ def test_a_program_that_execs_gets_the_input_read_ahead_and_the_rest(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, check=False, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout == "'a\\nb\\n'\n", proc.stdout
+
+
+@pytest.mark.proof
+def test_the_gate_ends_when_its_output_is_cut_short(tmp_path):
+    """rev27w N19: `| head -1` closed the gate's output; the thread that copies the program's
+    output died on the broken pipe, nothing drained it, and the gate hung."""
+    script = tmp_path / "talks.py"
+    script.write_text("import torch\nx = torch.ones(3, requires_grad=True)\n"
+                      "(x * x).sum().backward(retain_graph=True)\n"
+                      "for i in range(20000):\n    print(i)\n")
+    proc = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m retaincheck --fail-on-unneeded talks.py '
+                       "| head -1; echo status ${PIPESTATUS[0]}"],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
+    assert proc.stdout.splitlines() == ["0", "status 6"], proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr

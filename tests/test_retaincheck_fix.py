@@ -1333,7 +1333,10 @@ print("done")
     # a final save 0.15 s after the program's end, by a daemon thread (rev27v V06)
     "threading.Thread(target=lambda: time.sleep(0.15) or open('result.txt', 'w').close(), "
     "daemon=True).start()",
-], ids=["daemon-thread", "detached-process", "late-thread-save"])
+    # a thread started below threading, not in threading.enumerate() (rev27v V01)
+    "__import__('_thread').start_new_thread(lambda: [open('result.txt', 'w').close() or "
+    "time.sleep(0.05) for _ in range(200)], ())\ntime.sleep(0.2)",
+], ids=["daemon-thread", "detached-process", "late-thread-save", "raw-thread"])
 def test_what_still_runs_of_the_audited_program_makes_the_proof_not_hold(tmp_path, start):
     """A thread or a process of the audited program still running when the rerun starts may
     rewrite what the rerun starts from. The program runs in a child process that has ended
