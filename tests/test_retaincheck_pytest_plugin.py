@@ -632,10 +632,10 @@ def test_a_tests_thread_still_running_makes_the_pytest_proof_not_hold(pytester, 
     the proof not hold."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(test_one=(
-        "import threading\nimport time\n\nimport torch\n\n\n"
+        "import functools\nimport threading\nimport time\n\nimport torch\n\n\n"
         "def autosave():\n    for _ in range(100):\n        time.sleep(0.05)\n\n\n"
         "def test_one():\n"
-        "    threading.Thread(target=autosave, daemon=True).start()\n"
+        "    threading.Thread(target=functools.partial(autosave), daemon=True).start()\n"
         "    x = torch.ones(3, requires_grad=True)\n"
         "    (x * x).sum().backward(retain_graph=True)\n"
     ))

@@ -238,9 +238,13 @@ def leftovers(token: str | None, project: str | None = None) -> str | None:
         if (not thread.is_alive() or thread is threading.main_thread()
                 or thread.name.startswith("retaincheck-")):
             continue
-        if inside is not None:
-            run = getattr(thread, "_target", None) or type(thread).run
-            code = getattr(run, "__code__", None)
+        if inside is not None:  # a Timer's function, a partial's (rev27w P21, P22b)
+            run = (getattr(thread, "_target", None) or getattr(thread, "function", None)
+                   or type(thread).run)
+            while hasattr(run, "func"):
+                run = run.func
+            code = getattr(run, "__code__", None) or getattr(
+                getattr(run, "__func__", None), "__code__", None)
             if code is None or not os.path.realpath(code.co_filename).startswith(inside):
                 continue
         return f"thread {thread.name}"
