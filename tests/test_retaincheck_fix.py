@@ -1120,6 +1120,13 @@ def lowered_hard_memory_limit():  # a memory guard, set once for good
     return True
 
 
+def given_fd_3():  # a descriptor the caller passed (a job runner's status pipe)
+    try:
+        return os.readlink("/proc/self/fd/3") == "/dev/null"
+    except OSError:
+        return False
+
+
 def autosaving(path):  # a checkpoint written on a timer, every 0.1 s
     signal.signal(signal.SIGALRM, lambda *_: open(path, "w").close())
     signal.setitimer(signal.ITIMER_REAL, 0.1, 0.1)
@@ -1160,9 +1167,12 @@ print("done")
     ("__import__('stat').S_ISSOCK(os.fstat(0).st_mode)", [], "socket"),  # rev27u R11
     ("__import__('resource').getrlimit(__import__('resource').RLIMIT_AS)[1] == "
      "int(os.environ['START_AS_HARD']) and lowered_hard_memory_limit()", [], None),  # rev27w
+    ("__import__('stat').S_ISFIFO(os.fstat(0).st_mode)", [], "empty-pipe"),  # rev27w N1
+    ("os.path.dirname(os.path.abspath(__file__)) not in sys.path", ["-P"], None),  # N17
+    ("given_fd_3()", [], "fd-3"),  # rev27w N20
 ], ids=["umask", "sigint", "warnoptions", "world-size", "stdin-closed", "stdin-file",
         "stdout-closed", "isolated", "nice", "sigmask", "flock", "rlimit", "itimer",
-        "stdin-socket", "hard-limit"])
+        "stdin-socket", "hard-limit", "empty-pipe", "safe-path", "fd-3"])
 def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     """A plain run takes the first path; the rerun must too, or it proves nothing: the gate
     never exits 6 here (without the flag the first path fails)."""
@@ -1172,16 +1182,18 @@ def test_the_rerun_starts_as_the_program_did(tmp_path, first, options, stdin):
     script.write_text(STARTS_AS.format(first=first))
     (tmp_path / "in.txt").write_text("data\n")
     command = [sys.executable, *options, "-m", "retaincheck", "--fail-on-unneeded", script.name]
-    if stdin in ("closed", "stdout-closed"):
-        command = ["sh", "-c", " ".join(command) + (" <&-" if stdin == "closed" else " >&-")]
+    if stdin in ("closed", "stdout-closed", "fd-3"):
+        command = ["sh", "-c", " ".join(command) + {"closed": " <&-", "stdout-closed": " >&-",
+                                                    "fd-3": " 3</dev/null"}[stdin]]
     import socket
 
     ours, theirs = socket.socketpair()
     ours.close()
     with open(tmp_path / "in.txt", "rb") as given, theirs:
+        feed = ({"input": ""} if stdin == "empty-pipe" else
+                {"stdin": given if stdin == "file" else theirs if stdin == "socket" else None})
         proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-                              check=False, stdin=given if stdin == "file" else
-                              theirs if stdin == "socket" else None,
+                              check=False, **feed,
                               env={**{k: v for k, v in os.environ.items()
                                       if k != "WORLD_SIZE"},
                                    "START_NICE": str(os.getpriority(os.PRIO_PROCESS, 0)),

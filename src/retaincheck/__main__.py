@@ -698,7 +698,9 @@ def main(argv: list[str] | None = None) -> int:
         # sys.path[0] the directory of the script with symbolic links resolved.
         sys.argv = [opts.script, *opts.args]
         path0 = os.path.dirname(os.path.realpath(opts.script))
-    if sys.path:
+    if getattr(sys.flags, "safe_path", False):  # -P, PYTHONSAFEPATH: python adds none
+        pass  # (rev27w N17)
+    elif sys.path:
         sys.path[0] = path0
     else:
         sys.path.insert(0, path0)
@@ -714,12 +716,13 @@ def main(argv: list[str] | None = None) -> int:
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = stdin = undo_exec = start_env = start = None
     if proving:
-        from ._proof import changed_paths, leftovers, snapshot, start_state
+        from ._proof import changed_paths, leftovers, open_fds, snapshot, start_state
 
         start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
         token = os.urandom(8).hex()  # marks the processes started from the program
         os.environ["RETAINCHECK_RUN"] = token  # (_proof.leftovers)
-        start = {**start_state(), "closed": closed, "token": token}
+        start = {**start_state(), "closed": closed, "token": token,
+                 "fds": sorted(open_fds())}
         before = snapshot(start_dir)
         # The program runs in a child process, and the proof in this one once the child has
         # ended, as a plain run ends: its threads, timers, locks, sockets and helpers are gone

@@ -152,6 +152,13 @@ def start_state() -> dict:
     return state
 
 
+def _inheritable(fd: int) -> bool:
+    try:
+        return fd > 2 and os.get_inheritable(fd)
+    except OSError:
+        return False
+
+
 def open_fds() -> set[int]:
     """This process's open file descriptors (Linux's /proc; empty elsewhere)."""
     try:
@@ -534,11 +541,14 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         start = time.perf_counter()
         try:
             feed = ({"stdin": feed_file} if feed_file is not None else
-                    {"stdin": subprocess.DEVNULL} if not program.stdin else
-                    {"input": program.stdin})
+                    {"stdin": subprocess.DEVNULL} if program.stdin is None else
+                    {"input": program.stdin})  # b"": an empty pipe, not /dev/null (rev27w N1)
+            # the descriptors the program was started with, beyond 0-2 (rev27w N20: fd 3)
+            passed = tuple(fd for fd in (program.start or {}).get("fds", ()) if _inheritable(fd))
             proc = subprocess.run(
                 [sys.executable, *options, "-c", boot, here, spec],
-                cwd=program.cwd, env=env, capture_output=True, check=False, **feed,
+                cwd=program.cwd, env=env, capture_output=True, check=False, pass_fds=passed,
+                **feed,
             )
         except OSError as exc:
             return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0,
@@ -763,15 +773,16 @@ def child(spec_path: str) -> None:
     # stays (it holds only sitecustomize): a program that passes its sys.path on as a child's
     # PYTHONPATH (torch.compile's probes, torch/_inductor/utils.py, python_subprocess_env)
     # starts a child this module still reaches (rev27m c13)
-    tail = sys.path[2:]
+    safe = getattr(sys.flags, "safe_path", False)  # -P: -c added no '' (rev27w N17)
+    tail = sys.path[1:] if safe else sys.path[2:]
     if spec["module"] is not None:
         sys.argv = [spec["module"], *spec["args"]]
-        sys.path[:] = [os.getcwd(), *tail]
+        sys.path[:] = tail if safe else [os.getcwd(), *tail]
         runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
         return
     script = spec["script"]
     sys.argv = [script, *spec["args"]]
-    sys.path[:] = [os.path.dirname(os.path.realpath(script)), *tail]
+    sys.path[:] = tail if safe else [os.path.dirname(os.path.realpath(script)), *tail]
     filename = os.path.join(os.getcwd(), script)
     copy = edited(filename)
     with open(copy if copy is not None else filename, "rb") as f:

@@ -100,13 +100,17 @@ def pytest_load_initial_conftests(early_config, parser, args):
     if (getattr(known, "retaincheck_fail", False) and not getattr(
             known, "retaincheck_skip_proof", False) and not hasattr(early_config, "workerinput")
             and not os.environ.get("RETAINCHECK_PROOF_SPEC")):
+        import sysconfig
+
         from ._proof import open_fds, snapshot, start_state, watch_sockets
 
-        here = os.path.join(os.path.realpath(str(early_config.invocation_params.dir)), "")
-        early = sorted(  # a plugin of the project, imported before this one (rev27u P10)
+        installed = tuple(os.path.join(os.path.realpath(sysconfig.get_path(k)), "")
+                          for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+        early = sorted(  # a plugin not installed (the project's, one on PYTHONPATH),
+            # imported before this one (rev27u P10, rev27w P28)
             name for name, plugin in early_config.pluginmanager.list_name_plugin()
-            if plugin is not sys.modules[__name__] and os.path.realpath(
-                getattr(plugin, "__file__", None) or "/").startswith(here))
+            if plugin is not sys.modules[__name__] and getattr(plugin, "__file__", None)
+            and not os.path.realpath(plugin.__file__).startswith(installed))
         early_config.stash[_EARLY] = (
             dict(os.environ), snapshot(str(early_config.invocation_params.dir)),
             {**start_state(), "fds": sorted(open_fds()), "early": early})
@@ -316,6 +320,10 @@ class _Plugin:
         script = main if main is not None and _console_script(main) else None
         if own or not by_pytest:
             return Proof(False, message("proof_in_process", self.lang), 0.0, refutes=False)
+        option = config.option  # an order that pytest's cache decides (rev27w P24)
+        if any(getattr(option, name, False) for name in ("lf", "failedfirst", "newfirst",
+                                                            "stepwise", "stepwise_skip")):
+            return Proof(False, message("proof_cache_order", self.lang), 0.0, refutes=False)
         if self.start and self.start.get("early"):  # its import may have changed the folder
             return Proof(False, message("proof_early_plugin", self.lang,
                                         name=self.start["early"][0]), 0.0, refutes=False)
@@ -338,8 +346,8 @@ class _Plugin:
         # the session's reports stay its own (rev27s W4: the rerun's overwrote them)
         if getattr(config.option, "xmlpath", None):
             args.append(f"--junitxml={os.devnull}")
-        if getattr(config.option, "log_file", None):
-            args.append(f"--log-file={os.devnull}")
+        if getattr(config.option, "log_file", None) or config.getini("log_file"):
+            args.append(f"--log-file={os.devnull}")  # (rev27w P23: set in pytest.ini)
         program = Program(script, None if script else "pytest", args, str(params.dir), 0,
                           None,  # pytest prints timings: its output is not compared
                           touched=touched, env=self.env, start=self.start)
