@@ -1085,6 +1085,7 @@ print("ok")
 """
 
 
+@pytest.mark.proof
 def test_the_rerun_starts_with_the_signals_cpus_and_umask_the_program_started_with():
     """rev27s N14, N15: the rerun inherited what the program (or retaincheck, which ignores
     SIGINT while it reports) changed in the process: ignored signals, pinned CPUs, a umask."""

@@ -118,6 +118,7 @@ def test_retaincheck_lists_each_unneeded_site_with_its_tests(project):
     assert section(result) == EXPECTED  # the needed one in two_losses is not listed
 
 
+@pytest.mark.proof
 def test_retaincheck_fail_makes_the_run_fail(project):
     """Before its 6, the gate reruns the session with both sites' backward passes forced not to
     keep their graphs; the tests pass, so the 6 is proven."""
@@ -155,6 +156,7 @@ def test_reads_every_attribute():
 '''
 
 
+@pytest.mark.proof
 def test_a_rerun_that_fails_keeps_the_flag_and_the_status(pytester, monkeypatch):
     """A documented limit of the audit (saved tensors read through names from dir()) gives a
     "not needed" that is wrong: without the flag, getattr raises the freed-graph error. The
@@ -535,6 +537,7 @@ def test_only_pytests_own_entry_points_count_as_a_plain_session(tmp_path):
     assert not _console_script(str(own))
 
 
+@pytest.mark.proof
 def test_a_session_whose_tests_could_read_standard_input_is_not_proven(pytester, monkeypatch):
     """rev27q Q5: with -s a test read the session's piped input, which the rerun (standard
     input /dev/null) did not get. Under pytest's default fd capture fd 0 is /dev/null."""
