@@ -1349,7 +1349,12 @@ print("done")
     # a thread started below threading, not in threading.enumerate() (rev27v V01)
     "__import__('_thread').start_new_thread(lambda: [open('result.txt', 'w').close() or "
     "time.sleep(0.05) for _ in range(200)], ())\ntime.sleep(0.2)",
-], ids=["daemon-thread", "detached-process", "late-thread-save", "raw-thread"])
+    # the same, with an environment of its own (rev27v V02)
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1); "
+    "open(\"result.txt\", \"w\").close(); time.sleep(5)'], start_new_session=True, "
+    "env={'PATH': '/usr/bin:/bin'})",
+], ids=["daemon-thread", "detached-process", "late-thread-save", "raw-thread",
+        "detached-own-env"])
 def test_what_still_runs_of_the_audited_program_makes_the_proof_not_hold(tmp_path, start):
     """A thread or a process of the audited program still running when the rerun starts may
     rewrite what the rerun starts from. The program runs in a child process that has ended

@@ -716,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = stdin = undo_exec = start_env = start = None
     if proving:
-        from ._proof import changed_paths, leftovers, open_fds, snapshot, start_state
+        from ._proof import adopt_orphans, changed_paths, leftovers, open_fds, snapshot, start_state
 
         start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
         token = os.urandom(8).hex()  # marks the processes started from the program
@@ -733,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
         # main() called in a process that redirected sys.stdout to a StringIO: the child's
         # prints land in its copy, and come back with the outcome
         mark = len(saved_stdout.getvalue()) if hasattr(saved_stdout, "getvalue") else None
+        adopt_orphans()  # what the program leaves running comes to this process
         child = os.fork()
         if child:
             os.environ.pop("RETAINCHECK_RUN")
