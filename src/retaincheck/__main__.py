@@ -716,7 +716,15 @@ def main(argv: list[str] | None = None) -> int:
     proving = (opts.fix or opts.fail_on_unneeded) and not opts.skip_proof
     tee = stdin = undo_exec = start_env = start = None
     if proving:
-        from ._proof import adopt_orphans, changed_paths, leftovers, open_fds, snapshot, start_state
+        from ._proof import (
+            _adopted,
+            adopt_orphans,
+            changed_paths,
+            leftovers,
+            open_fds,
+            snapshot,
+            start_state,
+        )
 
         start_env = dict(os.environ)  # the program may change it before the rerun (rev27s N2)
         token = os.urandom(8).hex()  # marks the processes started from the program
@@ -734,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         # prints land in its copy, and come back with the outcome
         mark = len(saved_stdout.getvalue()) if hasattr(saved_stdout, "getvalue") else None
         adopt_orphans()  # what the program leaves running comes to this process
+        children = tuple(_adopted())  # this process's own, from before (main() in a program)
         child = os.fork()
         if child:
             os.environ.pop("RETAINCHECK_RUN")
@@ -751,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
                 printed = None
             # what still runs of the program is looked for before the folder is read: once
             # none runs, nothing of it can change the folder after (rev27v V07e)
-            start["left"] = leftovers(token)
+            start["left"] = leftovers(token, children=children)
             touched = changed_paths(before, snapshot(start_dir))
             sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
             try:

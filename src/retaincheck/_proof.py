@@ -229,7 +229,8 @@ def release_sockets(before: set[int]) -> None:
             continue
 
 
-def leftovers(token: str | None, project: str | None = None) -> str | None:
+def leftovers(token: str | None, project: str | None = None,
+              children: tuple[int, ...] = ()) -> str | None:
     """What of the audited program still runs when its rerun would start: a thread it started
     (a daemon autosaving or logging into the folder: rev27t T01, T04, T12), or a process
     started from it (its environment holds ``token``, which retaincheck put there before the
@@ -258,7 +259,7 @@ def leftovers(token: str | None, project: str | None = None) -> str | None:
     if token is None:  # the pytest gate: its session's children are pytest's own (xdist)
         return None
     for pid in _adopted():  # orphans of the program, whatever their environment (rev27v V02)
-        if _alive(pid):
+        if pid not in children and _alive(pid):  # not this process's own from before
             return f"process {pid} ({_command(pid)[:80]})"
     needle = f"RETAINCHECK_RUN={token}".encode()
     try:
@@ -488,7 +489,8 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     every Python process of the rerun (``_proof_site``); the reason is in ``lang``. What the
     audited run created is set aside for the rerun and put back after it (``_set_aside``)."""
     if (program.start or {}).get("token"):
-        left = program.start.get("left") or leftovers(program.start["token"])
+        left = (program.start["left"] if "left" in program.start
+                else leftovers(program.start["token"]))
         if left:
             return Proof(False, message("proof_leftover", lang, what=left), 0.0, refutes=False)
     if not program.touched or _distributed(os.environ if program.env is None else program.env):
