@@ -961,6 +961,16 @@ def test_the_rerun_gets_the_environment_the_program_started_with(tmp_path, monke
     assert "NOT proven" in proc.stderr or "NEEDED" in proc.stdout, proc.stdout + proc.stderr
 
 
+def _gate_on_probe(tmp_path: Path, first_run: str, helpers: str) -> snippetcheck.Run:
+    """The gate on STATE_PATH whose first-run test is ``first_run``, with ``helpers`` defined."""
+    source = STATE_PATH.replace('not os.path.exists("checked.marker")', first_run).replace(
+        '    open("checked.marker", "w").close()\n', "").replace(
+        "import torch\n", "import torch\n\n\n" + helpers, 1)
+    script = tmp_path / "probe.py"
+    script.write_text(source)
+    return cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+
+
 @pytest.mark.proof
 @pytest.mark.parametrize("first_run", [
     'not os.path.isdir(".state") and os.makedirs(".state/x") is None',  # a hidden folder
@@ -1002,12 +1012,7 @@ def test_what_the_audited_run_created_is_not_there_for_the_rerun(tmp_path, first
         "def git_cannot_hash(path):\n    import subprocess\n\n"
         "    run = subprocess.run(['git', 'hash-object', path], capture_output=True)\n"
         "    open(path, 'w').close()\n    return run.returncode != 0\n\n\n")
-    source = STATE_PATH.replace('not os.path.exists("checked.marker")', first_run).replace(
-        '    open("checked.marker", "w").close()\n', "").replace(
-        "import torch\n", "import torch\n\n\n" + helpers, 1)
-    script = tmp_path / "probe.py"
-    script.write_text(source)
-    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    proc = _gate_on_probe(tmp_path, first_run, helpers)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict: NEEDED: walked again by a rerun" in proc.stdout, proc.stdout + proc.stderr
     left = sorted(p.name for p in tmp_path.iterdir())  # the audited run's results, back
@@ -1035,13 +1040,8 @@ def test_a_look_at_what_the_audited_run_changed_is_not_proven(tmp_path, first_ru
         "def after_failed_replace(path):\n    try:\n"
         "        os.replace(path + '.tmp', path)\n    except FileNotFoundError:\n"
         "        pass\n    return first_read(path)\n\n\n")
-    source = STATE_PATH.replace('not os.path.exists("checked.marker")', first_run).replace(
-        '    open("checked.marker", "w").close()\n', "").replace(
-        "import torch\n", "import torch\n\n\n" + helpers, 1)
     (tmp_path / "state.txt").write_text("0")
-    script = tmp_path / "probe.py"
-    script.write_text(source)
-    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    proc = _gate_on_probe(tmp_path, first_run, helpers)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: the rerun read " in proc.stderr, proc.stdout + proc.stderr
 
