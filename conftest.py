@@ -63,6 +63,13 @@ def pytest_addoption(parser):
         "walks four that cover every kind of page element; about 40 s of CPU)",
     )
     parser.addoption(
+        "--launcher",
+        action="store_true",
+        help="also run the distributed launcher's slower checks (tests marked launcher: a rank "
+        "that hangs until the time limit, ranks of a killed launcher, a snippet under torchrun; "
+        "waiting out a time limit and new interpreters, about 12 s of CPU)",
+    )
+    parser.addoption(
         "--proof",
         action="store_true",
         help="also run retaincheck's slower checks (tests marked proof: more --fix proof "
@@ -81,7 +88,8 @@ def pytest_addoption(parser):
 CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -m cpu_variants"
 PROOF_COMMAND = (
     "python -m pytest tests/test_retaincheck_fix.py tests/test_retaincheck_truth.py "
-    "tests/test_retaincheck_cli.py tests/test_retaincheck_pytest_plugin.py --proof -m proof"
+    "tests/test_retaincheck_cli.py tests/test_retaincheck_pytest_plugin.py "
+    "tests/test_retaincheck_audit.py tests/test_retaincheck_torchrun.py --proof -m proof"
 )
 # Checks that run only when asked for (.ci/run asks): marker -> (option, what, command).
 OPT_IN = {
@@ -104,6 +112,11 @@ OPT_IN = {
         "--inductor",
         "the with-other-features page's Inductor claims (compiles with Inductor, needs g++)",
         "python -m pytest tests/test_inductor.py --inductor -m inductor",
+    ),
+    "launcher": (
+        "--launcher",
+        "the distributed launcher's slower checks (a hanging rank, a killed launcher, torchrun)",
+        "python -m pytest tests/test_distributed_launcher.py --launcher -m launcher",
     ),
     "proof": (
         "--proof",

@@ -68,8 +68,9 @@ def run(path: Path, timeout: float, warm_spawn: bool = False) -> tuple[snippetch
     (``reap=False``; ``leftovers`` kills it afterwards). Its ranks are real ``spawn``s, or,
     with ``warm_spawn``, forks of a warm interpreter as in the snippet tests
     (``snippetserver.start_spawn_zygote``): the tests of what the launcher does when a rank
-    fails or hangs need no new interpreters (4 s of CPU each); the healthy run and
-    ``test_ranks_do_not_outlive_a_killed_launcher`` keep real ones.
+    fails or hangs and the healthy run need no new interpreters (4 s of CPU each);
+    ``test_ranks_do_not_outlive_a_killed_launcher`` keeps real ones, and so does every
+    distributed snippet in ``.ci/run``'s new-interpreter rerun.
     """
     run = snippetcheck.run_file(path, timeout=timeout, reap=False, warm_spawn=warm_spawn)
     return run, run.seconds
@@ -88,7 +89,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 
 def test_a_healthy_run_exits_zero(tmp_path, leftovers):
-    proc, _ = run(write_program(tmp_path, BOTH_PRINT, limit=60), 120)
+    proc, _ = run(write_program(tmp_path, BOTH_PRINT, limit=60), 120, warm_spawn=True)
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.split("\n")) == ["", "rank 0 done", "rank 1 done"]
     assert proc.stderr == ""
@@ -111,6 +112,7 @@ def test_a_rank_that_raises_fails_the_program_and_stops_the_others(tmp_path, lef
     assert len(pids) == 2 and not any(map(snippetcheck.alive, pids))
 
 
+@pytest.mark.launcher  # .ci/run only (--launcher): 3 to 4 s of CPU each
 def test_a_rank_that_hangs_is_killed_at_the_time_limit(tmp_path, leftovers):
     body = """
     if rank == 1:
@@ -138,6 +140,7 @@ def parent_pid(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
+@pytest.mark.launcher  # .ci/run only (--launcher): 3 to 4 s of CPU each
 def test_ranks_do_not_outlive_a_killed_launcher(tmp_path, leftovers):
     """The launcher (forked from the warm interpreter, in a thread's ``run``) starts two real
     ``spawn`` ranks, their parent, which is then killed with SIGKILL: no cleanup of its own
@@ -168,6 +171,7 @@ def test_ranks_do_not_outlive_a_killed_launcher(tmp_path, leftovers):
     assert not any(map(snippetcheck.alive, pids))
 
 
+@pytest.mark.launcher  # .ci/run only (--launcher): 3 to 4 s of CPU each
 def test_the_same_snippet_runs_under_torchrun(tmp_path):
     """Started by torchrun (one host, 2 processes), a snippet prints what the page shows.
 

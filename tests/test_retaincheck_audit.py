@@ -264,6 +264,7 @@ def test_audits_do_not_nest():
     assert report.calls == []
 
 
+@pytest.mark.proof  # .ci/run only: 3 s of CPU (it imports the whole package and libcst)
 def test_importing_retaincheck_patches_nothing():
     """In a process that has not imported retaincheck (a fork of the snippets' warm
     interpreter, which has imported only torch), importing it changes none of the functions

@@ -15,6 +15,7 @@ import socket
 import threading
 from pathlib import Path
 
+import pytest
 import snippetcheck
 
 N_SITES = 41
@@ -85,6 +86,7 @@ def run_torchrun(args: list[str], cwd: Path) -> tuple[snippetcheck.Run, str]:
     return run, b"".join(chunks).decode("utf-8")
 
 
+@pytest.mark.proof  # .ci/run only: two ranks, each a new interpreter
 def test_each_rank_reports_on_its_own_and_reports_never_interleave(tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
     run, stdout = run_torchrun(
