@@ -284,6 +284,38 @@ def test_dash_m_runs_a_module_as_python_dash_m_does(tmp_path):
     assert json.loads(proc.stdout)["calls"][0]["file"] == "mypkg/__main__.py"
 
 
+HOST_THREAD = """\
+import threading, sys
+from retaincheck.__main__ import main
+
+stop = threading.Event()
+host = threading.Thread(target=stop.wait, name="the-host-s-own")  # the program's, not the script's
+host.start()
+try:
+    code = main(["--fail-on-unneeded", "unneeded.py"])
+finally:
+    stop.set()
+    host.join()
+sys.exit(code)
+"""
+
+
+@pytest.mark.proof  # one rerun, a new interpreter
+def test_the_hosts_own_thread_does_not_stop_the_gates_proof(tmp_path):
+    """main() called by a program that runs a thread of its own: the script ran in a child
+    process, whose threads ended with it, so the host's thread is no leftover of the script's
+    and the gate's rerun proves the 6 (before, "could not tell": a thread still ran)."""
+    (tmp_path / "unneeded.py").write_text(
+        "import torch\nx = torch.ones(3, requires_grad=True)\n"
+        "x.exp().sum().backward(retain_graph=True)\n"
+    )
+    (tmp_path / "host.py").write_text(HOST_THREAD)
+    proc = snippetcheck.run_module("host", [], tmp_path, timeout=180)
+    assert proc.returncode == 6, proc.stderr
+    assert "could not tell" not in proc.stdout + proc.stderr
+    assert "the-host-s-own" not in proc.stdout + proc.stderr
+
+
 CONSOLE_SCRIPT = """\
 import sys
 

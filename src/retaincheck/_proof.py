@@ -237,12 +237,15 @@ def leftovers(token: str | None, project: str | None = None,
     program ran: a detached job rewriting its results, rev27t T02). A plain run's exit would
     have ended the thread; the process would have run beside a plain rerun as well, but there
     it could not have changed what the audited run left. Either makes the proof not hold.
-    ``project``: a pytest session's folder, whose own threads (pytest's, xdist's) go on: only
-    threads running code of that folder count there."""
+    Threads are looked for under the pytest gate only (``token`` None), where the tests ran in
+    this process: under the command line's gate the program ran in a child process, whose
+    threads ended with it, and this process's threads are its host's (``main()`` called from a
+    program of its own). ``project``: a pytest session's folder, whose own threads (pytest's,
+    xdist's) go on: only threads running code of that folder count there."""
     import threading
 
     inside = os.path.join(os.path.realpath(project), "") if project else None
-    for thread in threading.enumerate():
+    for thread in threading.enumerate() if token is None else ():
         if (not thread.is_alive() or thread is threading.main_thread()
                 or thread.name.startswith("retaincheck-")):
             continue
