@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -1508,12 +1509,14 @@ def test_what_was_set_aside_comes_back_when_retaincheck_is_stopped(tmp_path):
 
 
 @pytest.mark.proof
-def test_with_the_temporary_folder_inside_the_working_folder_nothing_is_set_aside(tmp_path):
+def test_with_the_temporary_folder_inside_the_working_folder_the_set_aside_goes_above_it(
+        tmp_path):
     """rev27t T38: TMPDIR inside the working folder (a cluster's habit): what was set aside
-    lay where the rerun's recursive glob found it. Nothing is set aside then; what the audited
-    run created is watched like what it changed."""
-    (tmp_path / "tmp").mkdir()
-    script = tmp_path / "resume.py"
+    lay where the rerun's recursive glob found it. It now goes into the folder above the
+    working folder (on its file system), where the glob does not reach, and comes back."""
+    work = tmp_path / "work"
+    (work / "tmp").mkdir(parents=True)
+    script = work / "resume.py"
     script.write_text(
         "import glob\nimport os\n\nimport torch\n\n"
         "if glob.glob('**/ckpt_*.txt', recursive=True):  # resume from a checkpoint\n"
@@ -1523,9 +1526,53 @@ def test_with_the_temporary_folder_inside_the_working_folder_nothing_is_set_asid
         "getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n"
         "os.makedirs('ckpts', exist_ok=True)\nopen('ckpts/ckpt_1.txt', 'w').close()\n")
     proc = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
-                           script.name], cwd=tmp_path, capture_output=True, text=True,
+                           script.name], cwd=work, capture_output=True, text=True,
                           timeout=180, check=False,
-                          env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+                          env={**os.environ, "TMPDIR": str(work / "tmp")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "NOT proven: the rerun read " in proc.stderr, proc.stdout + proc.stderr
-    assert (tmp_path / "ckpts" / "ckpt_1.txt").exists()
+    assert "NEEDED: walked again by a rerun without retain_graph=True, which failed" \
+        in proc.stdout, proc.stdout + proc.stderr
+    assert (work / "ckpts" / "ckpt_1.txt").exists()
+    assert not list(tmp_path.glob(".retaincheck-aside-*"))  # emptied and removed
+
+
+FROM_FILE = """import torch
+
+w = torch.ones(3, requires_grad=True)
+try:  # the cache a first run leaves, read by C++ (no Python open, no audit event)
+    cached = torch.from_file("cache.bin", shared=False, size=3)
+except RuntimeError:
+    cached = None
+if cached is None:
+    z = w.exp()
+    z.sum().backward(retain_graph=True)
+    getattr(z.grad_fn, "".join(reversed("tluser_devas_")))  # a saved-tensor read, hidden
+    z.detach().numpy().tofile("cache.bin")
+print("done")
+"""
+
+
+@pytest.mark.proof
+def test_a_temporary_folder_on_another_file_system_still_sets_aside(tmp_path):
+    """rev27v V23: TMPDIR on another file system (a tmpfs /tmp) made the rename fail, the
+    cache stayed, C++ read it unseen, the rerun took the cached path: a false 6. The set-aside
+    now goes above the working folder, on the cache's own file system."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system here (/dev/shm is missing or on the same one)")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "cache_script.py").write_text(FROM_FILE)
+    other = tempfile.mkdtemp(dir=shm)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                               "cache_script.py"], cwd=work, capture_output=True, text=True,
+                              timeout=180, check=False, env={**os.environ, "TMPDIR": other})
+        assert os.listdir(other) == []
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NEEDED: walked again by a rerun without retain_graph=True, which failed" \
+        in proc.stdout, proc.stdout + proc.stderr
+    assert (work / "cache.bin").exists()
+    assert not list(tmp_path.glob(".retaincheck-aside-*"))

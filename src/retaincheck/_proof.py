@@ -408,34 +408,74 @@ def _apply_start(state: dict) -> None:
 
 
 def _set_aside(touched: list[str], base: str | None,
-               cwd: str) -> tuple[str | None, list[tuple[str, str]]]:
+               cwd: str) -> tuple[list[str], list[tuple[str, str]]]:
     """Move what the audited run created in the working folder (the top-most of those paths)
     into a new folder beside the system's temporary files, so that the rerun starts from the
     folder as the audited run found it: a log it appends to, a checkpoint it would resume
     from, a marker, a folder it makes are not there, whoever looks (Python, C code, another
-    program: rev27r, rev27s). A rename moves nothing on disk; a path that cannot be renamed
-    (another file system) stays, and ``_proof_site`` watches it."""
+    program: rev27r, rev27s). A rename moves nothing on disk. Where the temporary folder lies
+    inside the working folder, or on another file system than the path (a tmpfs ``/tmp``: the
+    rename fails, and C code's reads would go unseen: rev27v V23), the folder is made in the
+    nearest folder above the working folder on the path's file system instead; a path that
+    still cannot be renamed (the working folder is a mount point) stays, and ``_proof_site``
+    watches it. Returns the folders made and the (path, where it went) pairs."""
     created = sorted(p[:-1] for p in touched if p.endswith("\0") and os.path.lexists(p[:-1]))
     tops: list[str] = []
     for path in created:
         if not any(path.startswith(top + os.sep) for top in tops):
             tops.append(path)
+    if not tops:
+        return [], []
     # the temporary folder as it was before the program ran (it may point tempfile.tempdir
     # into the working folder, which the rerun may clean: rev27t T15), and not in that folder
-    base = base or tempfile.gettempdir()
+    base = os.path.realpath(base or tempfile.gettempdir())
     inside = os.path.join(os.path.realpath(cwd), "")
-    if not tops or os.path.join(os.path.realpath(base), "").startswith(inside):
-        return None, []
-    aside = tempfile.mkdtemp(prefix="retaincheck-aside-", dir=base)
+    made: dict[object, str | None] = {}
+
+    def folder(key, parent: str | None) -> str | None:
+        if key not in made:
+            try:
+                made[key] = parent and tempfile.mkdtemp(prefix=".retaincheck-aside-", dir=parent)
+            except OSError:
+                made[key] = None
+        return made[key]
+
     moved = []
     for i, path in enumerate(tops):
-        target = os.path.join(aside, str(i))
         try:
-            os.rename(path, target)
+            device = os.lstat(path).st_dev
         except OSError:
             continue
-        moved.append((path, target))
-    return aside, moved
+        places = [] if os.path.join(base, "").startswith(inside) else [("tmp", base)]
+        places.append((device, _above_on(device, inside)))
+        for key, parent in places:
+            aside = folder(key, parent)
+            if aside is None:
+                continue
+            target = os.path.join(aside, str(i))
+            try:
+                os.rename(path, target)
+            except OSError:
+                continue
+            moved.append((path, target))
+            break
+    return [a for a in made.values() if a], moved
+
+
+def _above_on(device: int, inside: str) -> str | None:
+    """The nearest folder above the working folder (``inside``, with its trailing separator)
+    on file system ``device`` that this process may write in: the set-aside's fallback."""
+    folder = os.path.dirname(inside.rstrip(os.sep))
+    while True:
+        try:
+            if os.stat(folder).st_dev == device and os.access(folder, os.W_OK | os.X_OK):
+                return folder
+        except OSError:
+            pass
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def _ended_by_signals():
@@ -461,24 +501,26 @@ def _ended_by_signals():
     return restore
 
 
-def _put_back(aside: str | None, moved: list[tuple[str, str]]) -> None:
+def _put_back(asides: list[str], moved: list[tuple[str, str]]) -> None:
     """Undo ``_set_aside``: the audited run's comes back. What is at the path then is moved
-    into the temporary folder, never deleted: it may be the rerun's own, or something of the
+    into the set-aside folder, never deleted: it may be the rerun's own, or something of the
     audited run's that the rerun moved there (rotating ``run`` to ``run.old``: rev27t)."""
-    kept = []
+    kept: dict[str, list[str]] = {}
     for i, (path, target) in enumerate(reversed(moved)):
+        aside = os.path.dirname(target)
         try:
             if os.path.lexists(path):
                 os.rename(path, os.path.join(aside, f"rerun-{i}"))
-                kept.append(path)
+                kept.setdefault(aside, []).append(path)
             os.rename(target, path)
         except OSError as exc:
             print(f"retaincheck: could not put {path} back ({exc}); it is in {target}",
                   file=sys.stderr)
-    if kept:
-        print(f"retaincheck: what the rerun left at {', '.join(kept)[:200]} is in {aside}",
-              file=sys.stderr)
-    elif aside is not None:
+    for aside in asides:
+        if aside in kept:
+            print(f"retaincheck: what the rerun left at {', '.join(kept[aside])[:200]} is in "
+                  f"{aside}", file=sys.stderr)
+            continue
         try:
             os.rmdir(aside)
         except OSError:
@@ -498,7 +540,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
             return Proof(False, message("proof_leftover", lang, what=left), 0.0, refutes=False)
     if not program.touched or _distributed(os.environ if program.env is None else program.env):
         return _rerun(changes, program, lang, forced)
-    aside, moved = _set_aside(program.touched, (program.start or {}).get("temp"), program.cwd)
+    asides, moved = _set_aside(program.touched, (program.start or {}).get("temp"), program.cwd)
     stop = _ended_by_signals() if moved else None
     try:
         gone = tuple(path for path, _ in moved)
@@ -506,7 +548,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
             p.rstrip("\0") in gone or p.startswith(tuple(g + os.sep for g in gone)))]
         return _rerun(changes, replace(program, touched=watched), lang, forced)
     finally:
-        _put_back(aside, moved)
+        _put_back(asides, moved)
         if stop is not None:
             stop()
 
