@@ -604,6 +604,27 @@ def test_the_console_script_is_rerun_as_itself_and_the_report_stays(tmp_path):
     assert 'failures="0"' in (tmp_path / "report.xml").read_text()
 
 
+@pytest.mark.parametrize("order", ["--lf", "--ff", "--nf", "--sw"])
+def test_an_order_that_pytests_cache_decides_is_not_proven(pytester, monkeypatch, order):
+    """rev27w P24: with --lf, --ff, --nf or --sw the cache picks which tests run and in what
+    order, and the audited session has changed the cache: the rerun would not repeat it."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_one=(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n"
+    ))
+    result = pytester.runpytest_inprocess(  # run() turns the cache off: these need it
+        "-p", "retaincheck.pytest_plugin", "-p", "no:xdist",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", order, "--retaincheck-fail")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1] == (
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the tests ran in an "
+        "order pytest's cache decides (--lf, --ff, --nf, --sw), which a rerun does not repeat"
+    ), result.outlines
+
+
 @pytest.mark.proof
 def test_a_project_plugin_imported_before_the_snapshot_is_not_proven(pytester, monkeypatch):
     """rev27u P10-P12: a plugin of the project (-p, PYTEST_PLUGINS, addopts) imported before
