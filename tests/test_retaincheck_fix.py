@@ -1576,3 +1576,34 @@ def test_a_temporary_folder_on_another_file_system_still_sets_aside(tmp_path):
         in proc.stdout, proc.stdout + proc.stderr
     assert (work / "cache.bin").exists()
     assert not list(tmp_path.glob(".retaincheck-aside-*"))
+
+
+WRAPPED = """import torch
+
+w = torch.ones(3, requires_grad=True)
+a = (w * 2).sum()
+a.backward(
+    retain_graph=True,
+)
+b = (w * 3).sum(); b.backward(retain_graph=True)
+out = w.exp()
+l1 = out.sum(); l1.backward(retain_graph=True)
+l2 = (out * 2).sum(); l2.backward()
+print(w.grad.tolist())
+"""
+
+
+@pytest.mark.proof
+def test_a_removal_over_several_lines_forces_the_lines_of_the_edited_file(tmp_path):
+    """rev28a F4: removing a formatter-wrapped flag moves the lines below it up; the rerun
+    forced the original line numbers off in the edited file, hit the needed l1 line and
+    refuted a correct fix. The forced lines follow the edit now."""
+    script = tmp_path / "wrapped.py"
+    script.write_text(WRAPPED)
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "retaincheck --fix: wrote 2 changes in 1 file, proven" in proc.stdout, proc.stdout
+    text = script.read_text()
+    assert text.count("retain_graph=True") == 1 and "l1.backward(retain_graph=True)" in text
+    plain = snippetcheck.run_file(script, timeout=120)
+    assert plain.returncode == 0 and plain.stdout == proc.stdout.splitlines(True)[0], plain.stderr

@@ -275,12 +275,38 @@ def _plan(report, completed: bool, status: int, dirs, lang: str):
     return sites, diffs, changed, edits
 
 
+def _line_map(old: bytes, new: bytes):
+    """old line number -> the line it is on in ``new`` (a changed block: its first line, or
+    the same offset into it)."""
+    a, b = old.splitlines(), new.splitlines()
+    blocks = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+
+    def where(line: int) -> int:
+        for _, i1, i2, j1, j2 in blocks:
+            if i1 < line <= i2:
+                return j1 + min(line - i1, max(j2 - j1, 1))
+        return line
+
+    return where
+
+
 def _prove(edits: dict, changed: int, program, lang: str):
     """Rerun ``program`` with the edits; a failed proof turns each changed site to needed."""
     from ._proof import prove, real_line
 
     sites = [site for _, changed_sites in edits.values() for site in changed_sites]
     forced = [line for site in sites if (line := real_line(site.record, site.path))]
+    # the rerun runs the edited files: a removal that spanned lines (a formatter's
+    # `x.backward(\n    retain_graph=True,\n)`) moves the lines below it up (rev28a F4)
+    moved = {}
+    for path, (new, _) in edits.items():
+        try:
+            with open(path, "rb") as f:
+                moved[os.path.realpath(path)] = _line_map(f.read(), new)
+        except OSError:
+            pass
+    forced = [(path, moved[path](line)) if path in moved else (path, line)
+              for path, line in forced]
     proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, forced)
     if proof.proven:
         for site in sites:
