@@ -1607,3 +1607,49 @@ def test_a_removal_over_several_lines_forces_the_lines_of_the_edited_file(tmp_pa
     assert text.count("retain_graph=True") == 1 and "l1.backward(retain_graph=True)" in text
     plain = snippetcheck.run_file(script, timeout=120)
     assert plain.returncode == 0 and plain.stdout == proc.stdout.splitlines(True)[0], plain.stderr
+
+
+INTERRUPTED_RERUN = """import os
+import time
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+(x * x).sum().backward(retain_graph=True)
+print("done")
+if os.environ.get("RETAINCHECK_PROOF_SPEC"):  # the rerun: long enough for a Ctrl-C
+    open("rerun-started", "w").close()
+    time.sleep(30)
+"""
+
+
+@pytest.mark.proof
+def test_ctrl_c_during_the_rerun_exits_130_and_proves_nothing(tmp_path):
+    """rev28a F2: Ctrl-C (SIGINT to the foreground group) during the rerun: the rerun's -2 was
+    read as a failure without the flag, the site called needed, the gate exited 0. Now the
+    report is printed, the site is "could not tell: kept", nothing is written, status 130."""
+    import signal
+    import time
+
+    script = tmp_path / "slow.py"
+    script.write_text(INTERRUPTED_RERUN)
+    before = script.read_bytes()
+    gate = subprocess.Popen([sys.executable, "-m", "retaincheck", "--fix", "--write",
+                             "--fail-on-unneeded", script.name], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, as a shell's job
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "rerun-started").exists():
+            assert time.monotonic() < deadline and gate.poll() is None
+            time.sleep(0.05)
+        os.killpg(gate.pid, signal.SIGINT)
+        out, err = gate.communicate(timeout=60)
+    finally:
+        if gate.poll() is None:
+            os.killpg(gate.pid, signal.SIGKILL)
+            gate.wait()
+    assert gate.returncode == 130, out + err
+    assert "COULD NOT TELL: KEPT" in out and "the rerun was interrupted (Ctrl-C)" in out, out
+    assert "NEEDED: walked again" not in out
+    assert script.read_bytes() == before

@@ -717,10 +717,12 @@ def main(argv: list[str] | None = None) -> int:
     tee = stdin = undo_exec = start_env = start = None
     if proving:
         from ._proof import (
+            INTERRUPTED,
             _adopted,
             adopt_orphans,
             changed_paths,
             leftovers,
+            note_interrupt,
             open_fds,
             snapshot,
             start_state,
@@ -762,12 +764,16 @@ def main(argv: list[str] | None = None) -> int:
             # none runs, nothing of it can change the folder after (rev27v V07e)
             start["left"] = leftovers(token, children=children)
             touched = changed_paths(before, snapshot(start_dir))
-            sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # Ctrl-C now is noted, not raised: the report is printed whole, and a rerun it
+            # reached proves nothing (rev28a F2); retaincheck then exits 130
+            sigint = signal.signal(signal.SIGINT, note_interrupt)
             try:
-                return _finish(opts, report, status, stopped, start_dir, printed, given,
+                code = _finish(opts, report, status, stopped, start_dir, printed, given,
                                touched, start_env, start)
+                return EXIT_INTERRUPTED if INTERRUPTED and code in (0, EXIT_UNNEEDED) else code
             finally:
                 signal.signal(signal.SIGINT, sigint)
+                INTERRUPTED.clear()
         try:
             os.fstat(0)
         except OSError:  # standard input closed (<&-): the pipes below must not take fd 0

@@ -448,6 +448,7 @@ EN.update({
     "k_child": "kept: could not tell (a forked child process, pid {pids}, was still running)",
     "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
     "freed-graph errors it catches",
+    "proof_interrupted": "the rerun was interrupted (Ctrl-C)",
 })
 ZH.update({
     "gate_proof_one": "retaincheck：去掉这 1 处 retain_graph=True 后重新运行做了核对"
@@ -473,6 +474,7 @@ ZH.update({
     "s_child": "先留着这个参数；或者在运行结束前等 fork 出来的子进程全部退出（join），再检查一次",
     "k_child": "不改：无法判断（fork 出来的子进程 pid {pids} 仍在运行）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
+    "proof_interrupted": "重新运行被中断了（Ctrl-C）",
 })
 
 CATALOGS = {"en": EN, "zh": ZH}

@@ -23,6 +23,7 @@ import json
 import linecache
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,16 @@ FREED = (
     "backward through the graph a second time",
     "access saved tensors after they have already been freed",
 )
+
+
+INTERRUPTED: list[int] = []
+"""Ctrl-C while the rerun ran (``note_interrupt``): the rerun's outcome proves nothing."""
+
+
+def note_interrupt(number, frame) -> None:
+    """SIGINT handler of retaincheck's process while it reports and proves: the report is not
+    cut short, and a rerun that Ctrl-C reached is not taken for a failure (rev28a F2)."""
+    INTERRUPTED.append(number)
 
 
 @dataclass
@@ -652,6 +663,9 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         left = _first_noted(state, empty="?")
         caught = (_first_noted(marker, empty="") or "")[:160]
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
+    if INTERRUPTED or (proc.returncode == -signal.SIGINT != program.status):
+        # Ctrl-C during the rerun (rev28a F2): it reached the rerun, and this process noted it
+        return Proof(False, m("proof_interrupted"), seconds, refutes=False)
     if any(text in output for text in FREED):
         return Proof(False, m("proof_failed", status=proc.returncode,
                               error=_last_error(output, lang)), seconds, refutes=not by_text)
