@@ -249,6 +249,51 @@ def test_reuses():
     assert result.ret == 6  # test_inline's own retain is still not needed
 
 
+SHARED_FIXTURE = """import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def loss():
+    w = torch.ones(3, requires_grad=True)
+    return (w * 2).tanh().sum()
+
+
+def test_first(loss):
+    loss.backward(retain_graph=True)
+
+
+def test_second(loss):
+    loss.backward()
+
+
+@pytest.fixture
+def own_loss():
+    return torch.ones(3, requires_grad=True).exp().sum()
+
+
+def test_function_scoped(own_loss):
+    own_loss.backward(retain_graph=True)
+
+
+def test_last():
+    pass
+"""
+
+
+def test_a_graph_that_outlives_its_test_is_never_reported(pytester, monkeypatch):
+    """rev28b F1: a module-scoped fixture's loss, kept by test_first and walked by test_second,
+    whose audit no longer watched test_first's graph: listed as not needed, and removing the
+    flag failed test_second. A site whose kept graph still lives once its test is done (its
+    locals and function-scoped fixtures gone) is not listed; a function-scoped one still is."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_shared=SHARED_FIXTURE)
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=4)
+    listed = [line for line in section(result) if line.startswith("test_shared.py:")]
+    assert listed == ["test_shared.py:25  own_loss.backward(retain_graph=True)"], result.outlines
+
+
 def test_failed_tests_do_not_count_and_a_marker_opts_out(project):
     project.makepyfile(
         test_train=TESTS.replace("assert torch.allclose", "assert not torch.allclose")

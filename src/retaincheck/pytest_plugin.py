@@ -175,6 +175,26 @@ def _human(n: int, lang: str = "en") -> str:
 _AUDIT = pytest.StashKey[object]()
 _REPORT = pytest.StashKey[object]()
 _OUTCOMES = pytest.StashKey[dict]()
+_OUTLIVED = pytest.StashKey[list]()
+
+
+def _kept_graphs(context) -> list:
+    """(weak reference to a hooked node's hooks, the records that keep its saved tensors) for
+    each node the test's audit hooked: the node lives while that reference does."""
+    from ._hooks import KEY
+
+    kept = []
+    for metadata, handle in getattr(getattr(context, "_session", None), "tagged", ()):
+        ref = metadata.get(KEY)
+        tag = ref() if ref is not None else None
+        if tag is not None and tag.keepers:
+            kept.append((handle.hooks_dict_ref, tuple(tag.keepers)))
+    return kept
+
+
+def _site_key(record) -> str:
+    call = record.to_dict()
+    return f"{call['file']}:{call['line']}"
 
 
 class _Plugin:
@@ -188,6 +208,8 @@ class _Plugin:
         self.audited = 0
         self.calls = 0  # backward()/grad() calls seen in the audited tests
         self.unaudited: list[str] = []
+        self.pending: list = []  # (node ref, site keys) of the last test, looked at by the next
+        self.outlived: set[str] = set()  # sites whose kept graph outlived the test
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
         self.before = self.env = self.start = None
@@ -203,6 +225,7 @@ class _Plugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item):
         item.stash[_OUTCOMES] = {}
+        item.stash[_OUTLIVED] = self._outlived()
         if item.get_closest_marker("no_retaincheck") is None:
             from ._audit import audit
 
@@ -222,7 +245,23 @@ class _Plugin:
             context = item.stash.get(_AUDIT, None)
             if context is not None:
                 del item.stash[_AUDIT]
+                kept = _kept_graphs(context)
                 context.__exit__(None, None, None)
+                self.pending = [(ref, keys) for ref, records in kept
+                                if (keys := {_site_key(r) for r in records
+                                             if r.verdict == "not needed"})]
+
+    def _outlived(self) -> list[str]:
+        """The sites that looked not needed in the test before, whose kept graph still lives
+        now that its function-scoped fixtures and locals are gone (rev28b F1: a module-scoped
+        fixture's loss, walked by a later test the audit of that test no longer watched)."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return []
+        import gc
+
+        gc.collect()
+        return sorted({key for ref, keys in pending if ref() is not None for key in keys})
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -247,6 +286,7 @@ class _Plugin:
                 # (real path, line) of each call, as the gate's rerun finds the site
                 "real": [real_line(c) for c in report.calls] if report is not None else [],
                 "backward_calls": getattr(report, "backward_calls", 0) if report is not None else 0,
+                "outlived": item.stash.get(_OUTLIVED, []),
             }
             rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
         return rep
@@ -257,6 +297,7 @@ class _Plugin:
         if report.when != "teardown" or raw is None:
             return
         data = json.loads(raw)
+        self.outlived.update(data.get("outlived", ()))  # an earlier test's graph outlived it
         if not data["audited"]:
             if not data["marked"]:
                 self.unaudited.append(report.nodeid)
@@ -278,7 +319,8 @@ class _Plugin:
                 site["bytes"] = max(site["bytes"], call["retained_bytes"])
 
     def unneeded(self) -> dict[str, dict]:
-        return {k: v for k, v in self.sites.items() if v["unneeded_in"] and not v["needed"]}
+        return {k: v for k, v in self.sites.items()
+                if v["unneeded_in"] and not v["needed"] and k not in self.outlived}
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
