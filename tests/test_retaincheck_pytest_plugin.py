@@ -294,6 +294,17 @@ def test_a_graph_that_outlives_its_test_is_never_reported(pytester, monkeypatch)
     assert listed == ["test_shared.py:25  own_loss.backward(retain_graph=True)"], result.outlines
 
 
+def test_an_unknown_language_is_one_line_and_a_usage_error(pytester, monkeypatch):
+    """rev28b F2: RETAINCHECK_LANG=fr gave pytest's INTERNALERROR, a 28-line traceback, exit 3."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("RETAINCHECK_LANG", "fr")
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    result = run(pytester, "--retaincheck")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.outlines + result.errlines
+    assert [line for line in result.errlines if line] == [
+        "ERROR: RETAINCHECK_LANG: unknown language 'fr' (use en or zh)"]
+
+
 def test_failed_tests_do_not_count_and_a_marker_opts_out(project):
     project.makepyfile(
         test_train=TESTS.replace("assert torch.allclose", "assert not torch.allclose")

@@ -37,7 +37,7 @@ import sys
 
 import pytest
 
-from ._messages import default_lang, message  # noqa: E402
+from ._messages import BadLang, default_lang, message  # noqa: E402
 
 EXIT_UNNEEDED = 6  # as python -m retaincheck --fail-on-unneeded (see retaincheck.__main__)
 
@@ -203,7 +203,10 @@ class _Plugin:
         self.skip_proof = config.getoption("retaincheck_skip_proof")
         self.proof = None  # the gate's rerun (a _proof.Proof), when one ran
         self.failed = False  # this plugin set the status to 6
-        self.lang = config.getoption("retaincheck_lang") or default_lang()
+        try:
+            self.lang = config.getoption("retaincheck_lang") or default_lang()
+        except BadLang as exc:  # RETAINCHECK_LANG=fr: one line, pytest's usage error (rev28b F2)
+            raise pytest.UsageError(str(exc)) from None
         self.sites: dict[str, dict] = {}  # site -> what the tests found there
         self.audited = 0
         self.calls = 0  # backward()/grad() calls seen in the audited tests
