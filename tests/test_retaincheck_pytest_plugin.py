@@ -725,3 +725,48 @@ def test_a_tests_thread_still_running_makes_the_pytest_proof_not_hold(pytester, 
     assert section(result)[-1].startswith(
         "--retaincheck-fail: the tests rerun without the flag: NOT proven: part of the program "
         "was still running when it ended (thread "), result.outlines
+
+
+SLOW_TEST = """import os
+import time
+
+import torch
+
+
+def test_a():
+    w = torch.ones(3, requires_grad=True)
+    (w * 2).exp().sum().backward(retain_graph=True)
+    if os.environ.get("RETAINCHECK_PROOF_SPEC"):  # the gate's rerun: long enough for a Ctrl-C
+        open("rerun-started", "w").close()
+        time.sleep(30)
+"""
+
+
+@pytest.mark.proof
+def test_ctrl_c_during_the_pytest_gates_rerun_is_pytests_interrupt(tmp_path):
+    """rev28b F5: Ctrl-C during the gate's rerun ended pytest with a 90-line traceback through
+    retaincheck; now the section says the rerun was interrupted and pytest exits 2."""
+    import signal
+    import time
+
+    (tmp_path / "test_slow.py").write_text(SLOW_TEST)
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    gate = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "retaincheck.pytest_plugin",
+         "-p", "no:cacheprovider", "--retaincheck-fail", "test_slow.py"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)  # its own group, as a shell's job
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "rerun-started").exists():
+            assert time.monotonic() < deadline and gate.poll() is None, gate.communicate()
+            time.sleep(0.05)
+        os.killpg(gate.pid, signal.SIGINT)
+        out, err = gate.communicate(timeout=60)
+    finally:
+        if gate.poll() is None:
+            os.killpg(gate.pid, signal.SIGKILL)
+            gate.wait()
+    assert gate.returncode == pytest.ExitCode.INTERRUPTED, out + err
+    assert "NOT proven: the rerun was interrupted (Ctrl-C)" in out, out + err
+    assert "Traceback" not in out + err

@@ -331,7 +331,15 @@ class _Plugin:
         if not (self.fail and unneeded and session.exitstatus == 0):
             return
         if not self.skip_proof:
-            self.proof = self._prove(session.config, unneeded)
+            try:
+                self.proof = self._prove(session.config, unneeded)
+            except KeyboardInterrupt:  # Ctrl-C during the rerun (rev28b F5): pytest's status
+                from ._proof import Proof
+
+                self.proof = Proof(False, message("proof_interrupted", self.lang), 0.0,
+                                   refutes=False)
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
+                return
             if not self.proof.proven and self.proof.ran:
                 return  # the rerun refuted the sites (or could not tell): keep them, no 6
         session.exitstatus = EXIT_UNNEEDED
