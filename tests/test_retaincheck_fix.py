@@ -1653,3 +1653,23 @@ def test_ctrl_c_during_the_rerun_exits_130_and_proves_nothing(tmp_path):
     assert "COULD NOT TELL: KEPT" in out and "the rerun was interrupted (Ctrl-C)" in out, out
     assert "NEEDED: walked again" not in out
     assert script.read_bytes() == before
+
+
+def test_a_file_of_an_installed_package_is_never_edited(tmp_path):
+    """rev28a F6: a package in the user's site folder (pip install --user) was rewritten by
+    --fix --write; another project that needs its flag then broke. Any site-packages or
+    dist-packages folder is an installed package's."""
+    package = tmp_path / "env" / "lib" / "site-packages" / "steplib"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "def walk(loss):\n    loss.backward(retain_graph=True)\n")
+    before = (package / "__init__.py").read_bytes()
+    (tmp_path / "train.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(package.parent)!r})\n"
+        "import torch\nfrom steplib import walk\n\n"
+        "walk(torch.ones(3, requires_grad=True).exp().sum())\n")
+    proc = cli("--fix", "--write", "--skip-proof", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept: the file belongs to an installed package or the standard library" \
+        in proc.stdout, proc.stdout
+    assert (package / "__init__.py").read_bytes() == before

@@ -78,9 +78,24 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
 
 
 def _protected_dirs() -> list[str]:
+    import site
+
     names = ("stdlib", "platstdlib", "purelib", "platlib")
     paths = {sysconfig.get_paths().get(n) for n in names}
+    try:  # pip install --user (rev28a F6), and the interpreter's other site folders
+        paths.update([site.getusersitepackages(), *site.getsitepackages()])
+    except AttributeError:  # a virtualenv's old site module
+        pass
     return [os.path.realpath(p) + os.sep for p in paths if p]
+
+
+def _installed(real: str) -> bool:
+    """A file of the standard library or of an installed package: in one of this interpreter's
+    folders for them, or in any ``site-packages`` or ``dist-packages`` folder (another
+    environment's, a folder put on ``sys.path`` by hand)."""
+    parts = real.split(os.sep)
+    return (any(real.startswith(d) for d in _protected_dirs())
+            or "site-packages" in parts or "dist-packages" in parts)
 
 
 def _code_line(source: bytes, line: int) -> str | None:
@@ -111,7 +126,7 @@ def _locate(record, dirs: list[str], lang: str = "en") -> tuple[str | None, str 
     if len(found) > 1:
         return None, message("k_ambiguous", lang, file=record.file, n=len(found))
     real, path = next(iter(found.items()))
-    if any(real.startswith(d) for d in _protected_dirs()):
+    if _installed(real):
         return None, message("k_installed", lang)
     return path, None
 
