@@ -378,6 +378,50 @@ def test_ctrl_c_exits_130_and_still_prints_what_was_recorded():
     assert json.loads(proc.stdout)["calls"][0]["line"] == 11
 
 
+HARD_EXIT = """import os
+import sys
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+x.exp().sum().backward(retain_graph=True)
+print("step done")
+sys.stdout.flush()
+os._exit({status})  # skips the exit work (a DataLoader's or NCCL's teardown that hangs)
+"""
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_program_that_ends_with_os_exit_is_still_reported(tmp_path, status):
+    """rev28a F8: os._exit(0) at the end of a script: no report, and under the gate the
+    program's own output lost and status 0. The audit ends at os._exit, the report follows,
+    and the status is what it would be at the program's end."""
+    script = tmp_path / "hard.py"
+    script.write_text(HARD_EXIT.format(status=status))
+    proc = cli("--fail-on-unneeded", "--skip-proof", script.name, cwd=tmp_path)
+    assert proc.stdout.startswith("step done\n"), proc.stdout + proc.stderr
+    assert "hard.py:7  x.exp().sum().backward(retain_graph=True)  (ran once)" in proc.stdout
+    if status == 0:
+        assert proc.returncode == 6, proc.stdout + proc.stderr
+        assert "NOT NEEDED" in proc.stdout
+    else:
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        assert proc.stderr.endswith(
+            "retaincheck: the program did not complete (exit status 3); no verdict is final\n")
+
+
+@pytest.mark.proof  # a rerun
+def test_the_gate_proves_a_program_that_ends_with_os_exit(tmp_path):
+    """rev28a F8 under the gate's child process: the program's output reaches the terminal
+    whole, the rerun proves the site, status 6."""
+    script = tmp_path / "hard.py"
+    script.write_text(HARD_EXIT.format(status=0))
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("step done\n"), proc.stdout
+    assert "proven: the rerun exited 0 as the audited run did" in proc.stderr, proc.stderr
+
+
 SCRIPTS = {
     # name: (source, exit status without the flag, with --fail-on-unneeded)
     "unneeded": ("y.backward(retain_graph=True)\n", 0, 6),

@@ -536,6 +536,10 @@ class _Recorder:
         return getattr(self._stream, name)
 
 
+_REAL_EXIT = os._exit
+_AUDITING: list = []  # the audit of the program now running (main's hard_exit ends it)
+
+
 def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:
     """Run the program under the audit: (report, exit status, what stopped it or None).
 
@@ -550,6 +554,7 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
     try:
         context = audit()
         with context as report:
+            _AUDITING.append(context)
             # After the audit's start, which imports torch if nothing had: torch's finalizers are
             # this interpreter's even when this run is the first to import it.
             finalizers_before = _exit_finalizers()
@@ -781,15 +786,17 @@ def main(argv: list[str] | None = None) -> int:
         tee, stdin = _Tee(), _StdinTee()
         undo_exec = _give_back_before_exec(tee, stdin)
     pid = os.getpid()
-    try:
-        report, status, stopped = _run_program(opts, code)
-    finally:
+    ended: list = []  # what the program's end left: (printed, given)
+
+    def wind_up() -> None:
+        """Undo what main() set up for the program (also when it ends by os._exit)."""
         if undo_exec is not None:
             undo_exec()
         printed = tee.close() if tee is not None else None
         if "stdout" in closed:  # nothing to compare: the rerun's goes nowhere too
             printed = None
         given = stdin.close() if stdin is not None else None
+        ended.append((printed, given))
         sys.stdout.flush()
         sys.argv = saved_argv
         sys.stdout = saved_stdout
@@ -798,33 +805,72 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
             os.dup2(real_stdout, 1)
             os.close(real_stdout)
+
+    def report_on(report, status: int, stopped) -> int:
+        """The audited run is over: report it (or hand it to the process that proves)."""
+        printed, given = ended[-1]
+        if proving:  # the audited run's child: its outcome goes to the process that proves
+            import pickle
+
+            from ._proof import stop_helpers
+
+            stop_helpers()  # as at the program's exit (the parent looks for what still runs)
+
+            for record in report.calls:
+                record.__dict__.pop("_shapes", None)  # the audit's own (code objects)
+            with open(outcome_file, "wb") as f:
+                pickle.dump((report, status, None if stopped is None else "stopped", printed,
+                             given, None if mark is None else saved_stdout.getvalue()[mark:]),
+                            f)
+            sys.stderr.flush()
+            _REAL_EXIT(0)
+        sigint = None
+        if threading.current_thread() is threading.main_thread():
+            # A second Ctrl-C must not cut the report short.
+            sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return _finish(opts, report, status, stopped, start_dir, printed, given)
+        finally:
+            if sigint is not None:
+                signal.signal(signal.SIGINT, sigint)
+
+    def hard_exit(n: int) -> None:
+        """os._exit(n) in the program (rev28a F8: the report, and with the gate the program's
+        last output, were lost): the audit ends here, as at the program's end but with none of
+        the exit work os._exit skips, the report is made, then the process exits. Forked
+        children's and other calls pass through."""
+        if os.getpid() != pid or not _AUDITING:
+            _REAL_EXIT(n)
+        os._exit = _REAL_EXIT
+        code = n
+        try:
+            context = _AUDITING.pop()
+            stopped = None if n == 0 else SystemExit(n)
+            context.__exit__(*((None, None, None) if stopped is None
+                               else (SystemExit, stopped, None)))
+            wind_up()
+            code = report_on(context._session.report, n, stopped)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # closed, or gone with the reader (| head)
+                    pass
+            _REAL_EXIT(code)
+
+    os._exit = hard_exit
+    try:
+        report, status, stopped = _run_program(opts, code)
+    finally:
+        os._exit = _REAL_EXIT
+        _AUDITING.clear()
+        if not ended:
+            wind_up()
     if os.getpid() != pid:
         # A child the program forked, leaving through sys.exit or the end of the script: the
         # parent reports (what the child reused reached it, _hooks.Session.children).
         return status
-    if proving:  # the audited run's child: its outcome goes to the process that proves
-        import pickle
-
-        from ._proof import stop_helpers
-
-        stop_helpers()  # as at the program's exit (the parent looks for what still runs)
-
-        for record in report.calls:
-            record.__dict__.pop("_shapes", None)  # the audit's own (code objects)
-        with open(outcome_file, "wb") as f:
-            pickle.dump((report, status, None if stopped is None else "stopped", printed,
-                         given, None if mark is None else saved_stdout.getvalue()[mark:]), f)
-        sys.stderr.flush()
-        os._exit(0)
-    sigint = None
-    if threading.current_thread() is threading.main_thread():
-        # A second Ctrl-C must not cut the report short.
-        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        return _finish(opts, report, status, stopped, start_dir, printed, given)
-    finally:
-        if sigint is not None:
-            signal.signal(signal.SIGINT, sigint)
+    return report_on(report, status, stopped)
 
 
 def _wait_for_the_audit(child: int, outcome_file: str):
