@@ -611,3 +611,27 @@ def test_the_gate_ends_when_its_output_is_cut_short(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
     assert proc.stdout.splitlines() == ["0", "status 6"], proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+LISTS_ITS_FOLDER = """import os
+
+import torch
+
+print(sorted(name for name in os.listdir(".") if name.endswith(".py")))
+x = torch.ones(3, requires_grad=True)
+x.exp().sum().backward(retain_graph=True)
+"""
+
+
+@pytest.mark.proof  # a rerun
+def test_retaincheck_s_own_log_in_the_folder_is_not_the_programs(tmp_path):
+    """rev28a F7: `retaincheck ... > check.log 2>&1` in the working folder: the log grew, was
+    taken for a change by the program, and a rerun that lists its folder was "NOT proven"."""
+    (tmp_path / "train.py").write_text(LISTS_ITS_FOLDER)
+    with open(tmp_path / "check.log", "w") as log:
+        proc = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                               "train.py"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+                              timeout=180, check=False)
+    text = (tmp_path / "check.log").read_text()
+    assert proc.returncode == 6, text
+    assert "proven: the rerun exited 0 as the audited run did" in text, text

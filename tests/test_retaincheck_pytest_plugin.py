@@ -770,3 +770,25 @@ def test_ctrl_c_during_the_pytest_gates_rerun_is_pytests_interrupt(tmp_path):
     assert gate.returncode == pytest.ExitCode.INTERRUPTED, out + err
     assert "NOT proven: the rerun was interrupted (Ctrl-C)" in out, out + err
     assert "Traceback" not in out + err
+
+
+@pytest.mark.proof  # two sessions, each with its rerun
+def test_the_sessions_own_log_and_report_in_the_folder_are_not_the_tests(tmp_path):
+    """rev28b F3: `pytest --retaincheck-fail > pytest.log` in the project folder, and a second
+    session with --junitxml=report.xml: pytest's collection lists the folder, the log and the
+    report had changed, and the gate was never proven."""
+    (tmp_path / "test_one.py").write_text(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    for _ in range(2):
+        with open(tmp_path / "pytest.log", "w") as log:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "retaincheck.pytest_plugin",
+                 "-p", "no:cacheprovider", "--junitxml=report.xml", "--retaincheck-fail"],
+                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=180,
+                check=False)
+        text = (tmp_path / "pytest.log").read_text()
+        assert proc.returncode == 6, text
+        assert "proven: the rerun exited 0 as the audited run did" in text, text

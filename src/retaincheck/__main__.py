@@ -729,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
             leftovers,
             note_interrupt,
             open_fds,
+            own_outputs,
             snapshot,
             start_state,
         )
@@ -738,7 +739,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["RETAINCHECK_RUN"] = token  # (_proof.leftovers)
         start = {**start_state(), "closed": closed, "token": token,
                  "fds": sorted(open_fds())}
-        before = snapshot(start_dir)
+        own = own_outputs()  # > check.log in the folder: retaincheck's own, not the program's
+        before = snapshot(start_dir, own)
         # The program runs in a child process, and the proof in this one once the child has
         # ended, as a plain run ends: its threads, timers, locks, sockets and helpers are gone
         # with it, and this process's signals, limits, umask and environment are as they were
@@ -768,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
             # what still runs of the program is looked for before the folder is read: once
             # none runs, nothing of it can change the folder after (rev27v V07e)
             start["left"] = leftovers(token, children=children)
-            touched = changed_paths(before, snapshot(start_dir))
+            touched = changed_paths(before, snapshot(start_dir, own))
             # Ctrl-C now is noted, not raised: the report is printed whole, and a rerun it
             # reached proves nothing (rev28a F2); retaincheck then exits 130
             sigint = signal.signal(signal.SIGINT, note_interrupt)

@@ -24,6 +24,7 @@ import linecache
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -697,12 +698,27 @@ SNAPSHOT_LIMIT = 20000
 GRACE = 3.0  # seconds a process the rerun started gets to end after the program
 
 
-def snapshot(root: str) -> dict[str, tuple] | None:
+def own_outputs(paths=()) -> frozenset:
+    """(device, inode) of the files that retaincheck's (or pytest's) own output goes to, left
+    out of ``snapshot``: standard output and error when they are files (``> check.log 2>&1``
+    in the working folder: rev28a F7, rev28b F3), and ``paths`` (a report pytest writes)."""
+    found = set()
+    for target in (1, 2, *paths):
+        try:
+            st = os.stat(target)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.add((st.st_dev, st.st_ino))
+    return frozenset(found)
+
+
+def snapshot(root: str, own: frozenset = frozenset()) -> dict[str, tuple] | None:
     """Each file and folder under ``root``: its modification time, size and inode; None past
     ``SNAPSHOT_LIMIT`` entries. Left out: ``.git``, ``__pycache__``, ``.pytest_cache``,
     ``node_modules`` and virtual environments (a folder with ``pyvenv.cfg``), which a run does
-    not read its own state from; other hidden folders are kept (rev27q Q7: a program's
-    ``.cache``)."""
+    not read its own state from, and the files in ``own`` (``own_outputs``); other hidden
+    folders are kept (rev27q Q7: a program's ``.cache``)."""
     found: dict[str, tuple] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in (".git", "__pycache__", "node_modules",
@@ -715,6 +731,8 @@ def snapshot(root: str) -> dict[str, tuple] | None:
             except OSError:
                 continue
             is_dir = name in dirs
+            if own and (st.st_dev, st.st_ino) in own:
+                continue
             found[path] = (None, 0, st.st_ino) if is_dir else (st.st_mtime_ns, st.st_size,
                                                                   st.st_ino)
             if len(found) > SNAPSHOT_LIMIT:

@@ -91,6 +91,25 @@ def pytest_plugin_registered(plugin, plugin_name, manager):
 _EARLY = pytest.StashKey[tuple]()
 
 
+def _outputs_now() -> frozenset:
+    """(device, inode) of standard output and error when they are files: taken when pytest
+    imports this module, before its capture replaces file descriptors 1 and 2."""
+    import stat
+
+    found = set()
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.add((st.st_dev, st.st_ino))
+    return frozenset(found)
+
+
+_OUTPUTS = _outputs_now()  # pytest > pytest.log in the folder is pytest's own (rev28b F3)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     """The session's folder and environment before any of its code ran, for the proof: pytest
@@ -111,9 +130,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
             name for name, plugin in early_config.pluginmanager.list_name_plugin()
             if plugin is not sys.modules[__name__] and getattr(plugin, "__file__", None)
             and not os.path.realpath(plugin.__file__).startswith(installed))
+        own = _OUTPUTS
         early_config.stash[_EARLY] = (
-            dict(os.environ), snapshot(str(early_config.invocation_params.dir)),
-            {**start_state(), "fds": sorted(open_fds()), "early": early})
+            dict(os.environ), snapshot(str(early_config.invocation_params.dir), own),
+            {**start_state(), "fds": sorted(open_fds()), "early": early}, own)
         watch_sockets()
 
 
@@ -216,13 +236,17 @@ class _Plugin:
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
         self.before = self.env = self.start = None
+        self.own: frozenset = frozenset()
         if self.fail and not self.skip_proof and not hasattr(config, "workerinput"):
             from ._proof import open_fds, snapshot, start_state
 
-            self.env, self.before, self.start = config.stash.get(_EARLY, (None, None, None))
+            self.env, self.before, self.start, self.own = config.stash.get(
+                _EARLY, (None, None, None, frozenset()))
             if self.env is None:  # registered after the first conftests (pytest.main)
+                self.own = _OUTPUTS
                 self.env, self.before, self.start = dict(os.environ), snapshot(str(
-                    config.invocation_params.dir)), {**start_state(), "fds": sorted(open_fds())}
+                    config.invocation_params.dir), self.own), {**start_state(),
+                                                                "fds": sorted(open_fds())}
 
     # -- in the process that runs the test (a worker under xdist) ---------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -392,7 +416,14 @@ class _Plugin:
         if left:
             return Proof(False, message("proof_leftover", self.lang, what=left), 0.0,
                          refutes=False)
-        touched = changed_paths(self.before, snapshot(str(params.dir)))
+        touched = changed_paths(self.before, snapshot(str(params.dir), self.own))
+        # pytest's own reports (--junitxml, --log-file): the rerun's go to /dev/null, and a
+        # second session in the folder rewrote the first one's (rev28b F3)
+        reports = {os.path.realpath(os.path.join(str(params.dir), p)) for p in (
+            getattr(config.option, "xmlpath", None), getattr(config.option, "log_file", None)
+            or config.getini("log_file")) if p}
+        if touched and reports:
+            touched = [p for p in touched if os.path.realpath(p.rstrip("\0")) not in reports]
         release_sockets(set(self.start.get("fds", ())))
         release_locks(set(self.start.get("fds", ())))  # a conftest's lock (rev27u R5)
         args = [str(a) for a in params.args]
