@@ -317,7 +317,8 @@ def test_an_edited_module_is_what_the_rerun_imports(tmp_path):
 def test_a_rerun_that_catches_the_freed_error_is_not_proven(tmp_path):
     """Issue 27 W1: the rerun without the flag exits 0 (the program catches the freed error)
     and prints another number: the change is refused (the caught error is seen first), and
-    the site becomes needed."""
+    the site is kept. "could not tell": a caught error may be one the audited run met too
+    (a test that asserts PyTorch's error: rev28b F9), so it shows no walk of this graph."""
     script = _copy(tmp_path, CLI_FIXTURES / "hidden_read_caught.py")
     before = script.read_bytes()
     def python(name):
@@ -336,7 +337,7 @@ def test_a_rerun_that_catches_the_freed_error_is_not_proven(tmp_path):
     assert _fix_lines(proc)[0].startswith(
         "retaincheck --fix: nothing written; 1 change in 1 file, NOT proven: the rerun raised "
         "a freed-graph error that the program caught: Trying to backward"), proc.stdout
-    assert "verdict: NEEDED" in proc.stdout
+    assert "verdict: COULD NOT TELL: KEPT" in proc.stdout, proc.stdout
 
 
 @pytest.mark.proof
@@ -715,7 +716,9 @@ def test_fix_and_the_gate_prove_their_sites_together(tmp_path):
     assert "NOT proven: the rerun exited with status 1" in proc.stdout + proc.stderr
     verdicts = [line.split(":")[1].strip() for line in proc.stdout.splitlines()
                 if line.strip().startswith("verdict:")]
-    assert verdicts == ["NOT NEEDED", "NEEDED"], proc.stdout
+    # the second is kept: its rerun failed with no freed-graph error (an AttributeError), so
+    # "could not tell" (rev28a F3: a failure with another cause shows no walk of the graph)
+    assert verdicts == ["NOT NEEDED", "COULD NOT TELL"], proc.stdout
     assert proc.returncode == 6  # the first alone: proven, as its truth is
 
 
