@@ -566,13 +566,15 @@ def test_a_closed_standard_input_does_not_break_the_gate(tmp_path):
     """rev27q W1: with standard input closed (<&-) the output pipe took fd 0 and the stdin
     tee then took it over: the gate exited 1 and the program's output was lost."""
     script = tmp_path / "plain.py"
-    script.write_text("import torch\nx = torch.ones(3, requires_grad=True)\n"
-                      "(x * x).sum().backward(retain_graph=True)\nprint('ok')\n")
+    script.write_text("import os\n\nimport torch\n\nx = torch.ones(3, requires_grad=True)\n"
+                      "(x * x).sum().backward(retain_graph=True)\n"
+                      "try:\n    os.fstat(0)\nexcept OSError:\n    print('ok, closed')\n")
     proc = subprocess.run(
         ["bash", "-c", f'"{sys.executable}" -m retaincheck --fail-on-unneeded plain.py <&-'],
         cwd=tmp_path, capture_output=True, text=True, check=False, timeout=180)
     assert proc.returncode == 6, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("ok\n"), proc.stdout
+    # rev28b F12: the program finds it closed, as without retaincheck (it had an empty pipe)
+    assert proc.stdout.startswith("ok, closed\n"), proc.stdout
 
 
 @pytest.mark.proof

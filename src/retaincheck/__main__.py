@@ -491,7 +491,7 @@ class _StdinTee:
         return False if self.size > self.LIMIT else b"".join(self.chunks)
 
 
-def _give_back_before_exec(tee: _Tee, stdin: _StdinTee):
+def _give_back_before_exec(tee: _Tee, stdin: _StdinTee | None):
     """A program that replaces itself (``os.exec*``) ends the audit; the new program gets the
     real standard output and input, not the pipes only this process reads (rev27n W1: its
     prints failed with BrokenPipeError). Returns what undoes the wrapping."""
@@ -505,7 +505,8 @@ def _give_back_before_exec(tee: _Tee, stdin: _StdinTee):
             sys.stdout.flush()
             os.dup2(tee.target, 1)  # the pipe's last writer gone, the thread ends
             tee.thread.join(timeout=2)  # once what it holds is written out
-            stdin.hand_over()  # fd 0 stays the pipe, which a child now fills
+            if stdin is not None:  # (None: standard input closed, as it stays)
+                stdin.hand_over()  # fd 0 stays the pipe, which a child now fills
             return original(*args, **kwargs)
 
         return exec_
@@ -783,9 +784,14 @@ def main(argv: list[str] | None = None) -> int:
                 INTERRUPTED.clear()
         try:
             os.fstat(0)
+            stdin_closed = False
         except OSError:  # standard input closed (<&-): the pipes below must not take fd 0
-            os.open(os.devnull, os.O_RDONLY)  # (rev27q W1); the rerun's is /dev/null too
-        tee, stdin = _Tee(), _StdinTee()
+            os.open(os.devnull, os.O_RDONLY)  # (rev27q W1)
+            stdin_closed = True
+        tee = _Tee()
+        stdin = None if stdin_closed else _StdinTee()
+        if stdin_closed:  # closed again, as the program found it (rev28b F12: an empty pipe
+            os.close(0)  # there let a program that fails plainly complete); the rerun's too
         undo_exec = _give_back_before_exec(tee, stdin)
     pid = os.getpid()
     ended: list = []  # what the program's end left: (printed, given)
