@@ -792,3 +792,23 @@ def test_the_sessions_own_log_and_report_in_the_folder_are_not_the_tests(tmp_pat
         text = (tmp_path / "pytest.log").read_text()
         assert proc.returncode == 6, text
         assert "proven: the rerun exited 0 as the audited run did" in text, text
+
+
+@pytest.mark.proof  # a session and its rerun, with the installed plugins
+def test_warnings_as_errors_do_not_fail_the_rerun(tmp_path):
+    """rev28b F14: with filterwarnings = error the rerun failed on pytest's warning that
+    retaincheck (imported by the rerun's start) could not be rewritten: "the tests fail
+    without it", though they pass."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n')
+    (tmp_path / "test_one.py").write_text(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--retaincheck-fail"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=180, check=False)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "proven: the rerun exited 0 as the audited run did" in proc.stdout, proc.stdout

@@ -427,6 +427,10 @@ class _Plugin:
         release_sockets(set(self.start.get("fds", ())))
         release_locks(set(self.start.get("fds", ())))  # a conftest's lock (rev27u R5)
         args = [str(a) for a in params.args]
+        # the rerun's own start imports retaincheck before pytest marks its entry point's
+        # package for assertion rewriting: pytest warns, and filterwarnings = error failed
+        # every rerun (rev28b F14); the audited session met no such warning
+        args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
         # the session's reports stay its own (rev27s W4: the rerun's overwrote them)
         if getattr(config.option, "xmlpath", None):
             args.append(f"--junitxml={os.devnull}")
