@@ -586,6 +586,16 @@ def test_only_pytests_own_entry_points_count_as_a_plain_session(tmp_path):
         "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
         "    sys.exit(console_main())\n")
     assert _console_script(str(pip))
+    uv = tmp_path / "uv-pytest"  # rev28b F8: uv's was taken for a wrapper of the project's
+    uv.write_text(
+        "#!/tmp/venv/bin/python\n# -*- coding: utf-8 -*-\nimport sys\n"
+        "from _pytest.config import _console_main\nif __name__ == \"__main__\":\n"
+        "    if sys.argv[0].endswith(\"-script.pyw\"):\n"
+        "        sys.argv[0] = sys.argv[0][:-11]\n"
+        "    elif sys.argv[0].endswith(\".exe\"):\n"
+        "        sys.argv[0] = sys.argv[0][:-4]\n"
+        "    sys.exit(_console_main())\n")
+    assert _console_script(str(uv))
     own = tmp_path / "pytest"
     own.write_text("#!/usr/bin/env python3\nimport sys\nimport torch\n"
                    "torch.set_default_dtype(torch.float64)\nimport pytest\n"

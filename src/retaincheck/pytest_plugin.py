@@ -138,7 +138,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
 
 
 def _console_script(path: str) -> bool:
-    """Whether ``path`` is pytest's own console script as pip writes it: a wrapper of the
+    """Whether ``path`` is pytest's own console script as pip or uv writes it: a wrapper of the
     project's own named `pytest` may set up what a rerun of ``python -m pytest`` does not
     (rev27s N4)."""
     import re
@@ -150,11 +150,20 @@ def _console_script(path: str) -> bool:
         return False
     code = "\n".join(line for line in text.splitlines()
                      if line.strip() and not line.lstrip().startswith("#"))
-    return re.fullmatch(
+    pip = re.fullmatch(
         r"import re\nimport sys\nfrom (?:pytest|_pytest\.config) import (_?console_main|main)\n"
         r"if __name__ == .__main__.:\n"
         r"    sys\.argv\[0\] = re\.sub\(r.\(-script\\\.pyw\|\\\.exe\)\?\$., .., sys\.argv\[0\]\)\n"
-        r"    sys\.exit\(\1\(\)\)", code) is not None
+        r"    sys\.exit\(\1\(\)\)", code)
+    uv = re.fullmatch(  # uv's (rev28b F8): the same, its suffixes cut without re
+        r"import sys\nfrom (?:pytest|_pytest\.config) import (_?console_main|main)\n"
+        r"if __name__ == .__main__.:\n"
+        r"    if sys\.argv\[0\]\.endswith\(.-script\.pyw.\):\n"
+        r"        sys\.argv\[0\] = sys\.argv\[0\]\[:-11\]\n"
+        r"    elif sys\.argv\[0\]\.endswith\(.\.exe.\):\n"
+        r"        sys\.argv\[0\] = sys\.argv\[0\]\[:-4\]\n"
+        r"    sys\.exit\(\1\(\)\)", code)
+    return pip is not None or uv is not None
 
 
 def pytest_configure(config):
