@@ -1676,3 +1676,44 @@ def test_a_file_of_an_installed_package_is_never_edited(tmp_path):
     assert "kept: the file belongs to an installed package or the standard library" \
         in proc.stdout, proc.stdout
     assert (package / "__init__.py").read_bytes() == before
+
+
+ONE_SITE = """import os
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+(x * x).sum().backward(retain_graph=True)
+print("done")
+"""
+
+
+def test_a_file_that_cannot_be_written_is_one_line_and_left_alone(tmp_path):
+    """rev28a F11: --fix --write where the edited copy cannot be made (a read-only folder; here
+    a folder stands at the copy's name): a traceback, status 1, no report. Now the head says
+    nothing was written and why, the report is printed, the status is the run's."""
+    script = tmp_path / "train.py"
+    script.write_text(ONE_SITE)
+    (tmp_path / "train.py.retaincheck-tmp").mkdir()
+    proc = cli("--fix", "--write", "--skip-proof", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "retaincheck --fix: nothing written (could not write " in proc.stdout, proc.stdout
+    assert "verdict: NOT NEEDED" in proc.stdout
+    assert script.read_text() == ONE_SITE
+
+
+@pytest.mark.proof  # a rerun
+def test_a_script_edited_while_the_proof_ran_is_not_overwritten(tmp_path):
+    """rev28a F9: an edit saved to the script during the rerun was replaced by the fix, made
+    from the text read before it. The file is read again: changed, nothing is written."""
+    script = tmp_path / "train.py"
+    edit = ("if os.environ.get('RETAINCHECK_PROOF_SPEC'):  # the rerun: the user saves an edit\n"
+            "    with open(__file__, 'a') as f:\n        f.write('# my edit\\n')\n")
+    script.write_text(ONE_SITE + edit)
+    proc = cli("--fix", "--write", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "retaincheck --fix: nothing written (" in proc.stdout
+    assert "train.py changed while the proof ran); 1 change in 1 file, proven" in proc.stdout, \
+        proc.stdout
+    assert script.read_text() == ONE_SITE + edit + "# my edit\n"

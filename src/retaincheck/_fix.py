@@ -388,6 +388,50 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
     return message("gate_proof_one" if n == 1 else "gate_proof_many", lang, n=n, how=how)
 
 
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _write(edits: dict, originals: dict, lang: str) -> str | None:
+    """Write every edited file, or none: a file changed since the plan read it (an edit saved
+    while the proof ran: rev28a F9) or one that cannot be written (a read-only folder: rev28a
+    F11) leaves them all as they are. The reason in ``lang``, or None when all were written."""
+    for path in edits:
+        if _read(path) != originals[path]:
+            return message("f_changed_meanwhile", lang, path=path)
+    made = []
+    try:
+        for path, (new, _) in edits.items():
+            tmp = f"{path}.retaincheck-tmp"
+            with open(tmp, "wb") as f:
+                made.append(tmp)
+                f.write(new)
+            try:
+                shutil.copymode(path, tmp)
+            except OSError:
+                pass
+        for path in edits:
+            if _read(path) != originals[path]:  # (changed while the copies were written)
+                raise InterruptedError(message("f_changed_meanwhile", lang, path=path))
+            os.replace(f"{path}.retaincheck-tmp", path)
+            made.remove(f"{path}.retaincheck-tmp")
+    except InterruptedError as exc:
+        return str(exc)
+    except OSError as exc:
+        return message("f_write_failed", lang, path=path, error=exc.strerror or exc)
+    finally:
+        for tmp in made:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+    return None
+
+
 def fix(report, completed: bool, status: int = 0, *, write: bool = False,
         dirs: list[str] | None = None, program=None, skip_proof: bool = False,
         lang: str = "en") -> str:
@@ -400,19 +444,14 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
     sites, diffs, changed, edits = _plan(report, completed, status, dirs, lang)
     if not sites:
         return msg("f_nothing_to_fix") + "\n"
+    originals = {path: _read(path) for path in edits}  # what the plan and the proof edited
     proof = None
     if edits and program is not None and not skip_proof:
         proof = _prove(edits, changed, program, lang)
+    problem = None
     if write and (proof is None or proof.proven):
-        for path, (new, _) in edits.items():
-            tmp = f"{path}.retaincheck-tmp"
-            with open(tmp, "wb") as f:
-                f.write(new)
-            try:
-                shutil.copymode(path, tmp)
-            except OSError:
-                pass
-            os.replace(tmp, path)
+        problem = _write(edits, originals, lang)
+    written = write and problem is None and (proof is None or proof.proven)
     files = sum(1 for d in diffs if d)
     what = msg("f_what", changes=msg("f_changes_one" if changed == 1 else "f_changes_many",
                                      n=changed),
@@ -423,6 +462,8 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
         how = msg("f_proven" if proof.proven else "f_not_proven", reason=proof.reason)
     if changed and proof is not None and not proof.proven:
         head = msg("f_head_refuted", what=what, how=how)  # nothing written
+    elif changed and problem is not None:
+        head = msg("f_head_unwritten", what=what, how=how, problem=problem)
     elif changed and write:
         head = msg("f_head_wrote", what=what, how=how)
     elif changed:
@@ -432,7 +473,7 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
     width = max(len(s.record.site) for s in sites)
     lines = [head]
     for site in sites:
-        done = "f_removed" if write else "f_remove"
+        done = "f_removed" if written else "f_remove"
         tail = "" if proof is not None else "_unproven"
         action = site.reason or msg(done + tail)
         lines.append(f"  {site.record.site:<{width}}  {action}")
