@@ -422,6 +422,33 @@ def test_the_gate_proves_a_program_that_ends_with_os_exit(tmp_path):
     assert "proven: the rerun exited 0 as the audited run did" in proc.stderr, proc.stderr
 
 
+CRASH_AT_EXIT = """import atexit
+import os
+import signal
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+for step in range(2):
+    x.exp().sum().backward(retain_graph=True)
+    print("step", step)
+atexit.register(os.kill, os.getpid(), signal.SIGSEGV)  # a C extension's crash at exit
+"""
+
+
+def test_a_program_killed_in_its_exit_work_keeps_its_output_and_says_so(tmp_path):
+    """rev28a F8b: under the gate, a program killed by a signal in its exit work lost its last
+    printed line and no line said that the run had no verdict. Python flushes what was
+    printed when the main code ends; the gate passes all of it on, then one line says why
+    there is no report, and the status is the signal's, as the shell's."""
+    (tmp_path / "crash.py").write_text(CRASH_AT_EXIT)
+    proc = cli("--fail-on-unneeded", "crash.py", cwd=tmp_path)
+    assert proc.returncode == 128 + 11, proc.stdout + proc.stderr
+    assert proc.stdout == "step 0\nstep 1\n", proc.stdout
+    assert proc.stderr.endswith("retaincheck: the program ended without the audit's report "
+                                "(killed by signal 11); no verdict\n"), proc.stderr
+
+
 SCRIPTS = {
     # name: (source, exit status without the flag, with --fail-on-unneeded)
     "unneeded": ("y.backward(retain_graph=True)\n", 0, 6),

@@ -349,18 +349,48 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _pipe_above_2() -> tuple[int, int]:
+    """A pipe whose ends are not file descriptors 0 to 2 (one may be closed: <&-)."""
+    import fcntl
+
+    ends = []
+    for fd in os.pipe():
+        if fd > 2:
+            ends.append(fd)
+        else:
+            ends.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3))
+            os.close(fd)
+    return ends[0], ends[1]
+
+
+def _drain(fd: int) -> bytes:
+    """What a pipe holds now, without waiting for more."""
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except (BlockingIOError, OSError):
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
 class _Tee:
     """For --fix's proof: copy what the program writes to file descriptor 1 (prints,
     ``os.write(1, ...)``, subprocesses) to where it was going, and keep it, so that the rerun's
     standard output can be compared with the audited run's."""
 
-    def __init__(self):
+    def __init__(self, pipe: tuple[int, int] | None = None):
         sys.stdout.flush()
         self.target = os.dup(1)
-        self.read, write = os.pipe()
+        self.read, write = pipe or os.pipe()
         os.dup2(write, 1)
         os.close(write)
         self.chunks: list[bytes] = []
+        self.busy = False
         self.thread = threading.Thread(target=self._pump, name="retaincheck-tee", daemon=True)
         self.thread.start()
         self.stdout = None
@@ -373,10 +403,15 @@ class _Tee:
             sys.stdout = _Recorder(self.stdout, self.chunks)
 
     def _pump(self) -> None:
+        import select
+
         target_gone = False
         while True:
+            select.select([self.read], [], [])  # then busy before the bytes leave the pipe,
+            self.busy = True  # so that sync() never sees neither
             data = os.read(self.read, 65536)
             if not data:
+                self.busy = False
                 return
             self.chunks.append(data)
             if not target_gone:
@@ -384,6 +419,21 @@ class _Tee:
                     _write_all(self.target, data)
                 except OSError:  # `| head -1` closed it: go on reading (rev27w N19), as
                     target_gone = True  # the program's next write then fails on its own
+            self.busy = False
+
+    def sync(self, seconds: float = 2.0) -> None:
+        """Wait until what was written so far has been passed on: a program killed by a signal
+        in its exit work then loses none of what it printed before (rev28a F8b)."""
+        import fcntl
+        import struct
+        import termios
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pending = fcntl.ioctl(self.read, termios.FIONREAD, b"\0\0\0\0")
+            if not struct.unpack("i", pending)[0] and not self.busy:
+                return
+            time.sleep(0.002)
 
     def close(self) -> bytes | None:
         """What the program wrote (while a process it started holds the pipe: what it holds
@@ -538,6 +588,7 @@ class _Recorder:
 
 
 _REAL_EXIT = os._exit
+_AFTER_MAIN_CODE: list = []  # called when the program's main code has ended (the tee's sync)
 _AUDITING: list = []  # the audit of the program now running (main's hard_exit ends it)
 
 
@@ -571,6 +622,16 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
                 status = _status_of(exc)
                 if status != 0:
                     stopped = exc
+            # Python flushes standard output and error when the main code ends, before the
+            # exit work (flush_io in Python/pythonrun.c): a crash in an atexit handler then
+            # loses nothing printed (rev28a F8b)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # closed or replaced by the program: Python ignores it too
+                    pass
+            for then in _AFTER_MAIN_CODE:
+                then()
             try:
                 _finish_like_python(finalizers_before)
             except BaseException as exc:  # noqa: B036
@@ -753,15 +814,25 @@ def main(argv: list[str] | None = None) -> int:
         mark = len(saved_stdout.getvalue()) if hasattr(saved_stdout, "getvalue") else None
         adopt_orphans()  # what the program leaves running comes to this process
         children = tuple(_adopted())  # this process's own, from before (main() in a program)
+        # the pipe the program's standard output goes through, made here so that this
+        # process can pass on what the child had not yet when it died (rev28a F8b)
+        tee_pipe = _pipe_above_2()
         child = os.fork()
         if child:
+            os.close(tee_pipe[1])
             os.environ.pop("RETAINCHECK_RUN")
             outcome = _wait_for_the_audit(child, outcome_file)
+            if isinstance(outcome, int):  # killed by a signal: its last output is in the pipe
+                _write_all(1, _drain(tee_pipe[0]))
+            os.close(tee_pipe[0])
             sys.argv, sys.stdout, sys.path[:] = saved_argv, saved_stdout, saved_path
             if real_stdout is not None:
                 os.dup2(real_stdout, 1)
                 os.close(real_stdout)
-            if isinstance(outcome, int):  # it ended without a report (os._exit, a signal)
+            if isinstance(outcome, int):  # it ended without a report (a signal)
+                how = (message("no_report_signal", opts.lang, n=outcome - 128) if outcome > 128
+                       else message("no_report_status", opts.lang, n=outcome))
+                print(message("no_report", opts.lang, how=how), file=sys.stderr)
                 return outcome
             report, status, stopped, printed, given, text = outcome
             if text:
@@ -788,7 +859,8 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:  # standard input closed (<&-): the pipes below must not take fd 0
             os.open(os.devnull, os.O_RDONLY)  # (rev27q W1)
             stdin_closed = True
-        tee = _Tee()
+        tee = _Tee(tee_pipe)
+        _AFTER_MAIN_CODE.append(tee.sync)
         stdin = None if stdin_closed else _StdinTee()
         if stdin_closed:  # closed again, as the program found it (rev28b F12: an empty pipe
             os.close(0)  # there let a program that fails plainly complete); the rerun's too
@@ -872,6 +944,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         os._exit = _REAL_EXIT
         _AUDITING.clear()
+        _AFTER_MAIN_CODE.clear()
         if not ended:
             wind_up()
     if os.getpid() != pid:

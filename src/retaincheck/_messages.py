@@ -76,6 +76,9 @@ EN: dict[str, str] = {
     "v_not_needed_so_far": "NOT NEEDED SO FAR (RUN STOPPED EARLY)",
     "v_did_not_complete": "DID NOT COMPLETE",
     # the command line's last words (--fail-on-unneeded)
+    "no_report": "retaincheck: the program ended without the audit's report ({how}); no verdict",
+    "no_report_signal": "killed by signal {n}",
+    "no_report_status": "exit status {n}",
     "gate_incomplete": "retaincheck: the program did not complete (exit status {status}); "
     "no verdict is final",
     "gate_one": "retaincheck: 1 retain_graph=True call site is not needed (exit status {status})",
@@ -272,6 +275,9 @@ ZH: dict[str, str] = {
     "v_not_needed": "不需要（NOT_NEEDED）",
     "v_not_needed_so_far": "目前不需要，程序提前停止（NOT_NEEDED_SO_FAR_RUN_STOPPED_EARLY）",
     "v_did_not_complete": "未完成（DID_NOT_COMPLETE）",
+    "no_report": "retaincheck：程序结束时没能留下检查报告（{how}），没有任何结论",
+    "no_report_signal": "被信号 {n} 终止",
+    "no_report_status": "退出状态 {n}",
     "gate_incomplete": "retaincheck：程序没有运行完（退出状态 {status}），所有结论都只是暂定的",
     "gate_one": "retaincheck：1 处 retain_graph=True 不需要（退出状态 {status}）",
     "gate_many": "retaincheck：{n} 处 retain_graph=True 不需要（退出状态 {status}）",
