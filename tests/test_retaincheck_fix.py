@@ -1717,3 +1717,57 @@ def test_a_script_edited_while_the_proof_ran_is_not_overwritten(tmp_path):
     assert "train.py changed while the proof ran); 1 change in 1 file, proven" in proc.stdout, \
         proc.stdout
     assert script.read_text() == ONE_SITE + edit + "# my edit\n"
+
+
+KILLED_RERUN = """import os
+import time
+
+import torch
+
+x = torch.ones(3, requires_grad=True)
+(x * x).sum().backward(retain_graph=True)
+if os.environ.get("RETAINCHECK_PROOF_SPEC"):  # the rerun
+    open(os.path.join(os.environ["MARKS"], "rerun-started"), "w").close()
+    time.sleep(3)
+    open(os.path.join(os.environ["MARKS"], "rerun-went-on"), "w").close()
+else:
+    with open("ckpt.txt", "w") as f:
+        f.write("the audited run's")
+"""
+
+
+@pytest.mark.proof
+def test_a_killed_retaincheck_says_where_the_files_are_and_its_rerun_dies(tmp_path):
+    """rev28b F11: SIGKILL during the rerun left the audited run's file in a temporary folder
+    that nothing named, and the orphaned rerun went on in the working folder. The folder is
+    named on stderr before the rerun, and the rerun dies with retaincheck."""
+    import time
+
+    work, marks = tmp_path / "work", tmp_path / "marks"
+    work.mkdir()
+    marks.mkdir()
+    (work / "train.py").write_text(KILLED_RERUN)
+    gate = subprocess.Popen([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                             "train.py"], cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "MARKS": str(marks)})
+    try:
+        deadline = time.monotonic() + 120
+        while not (marks / "rerun-started").exists():
+            assert time.monotonic() < deadline and gate.poll() is None
+            time.sleep(0.05)
+        gate.kill()
+        _, err = gate.communicate(timeout=60)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+            gate.wait()
+    time.sleep(4)  # past the rerun's sleep: had it lived, it would have marked it
+    assert not (marks / "rerun-went-on").exists()
+    named = re.search(r"what the audited run created is set aside in (\S+)", err)
+    assert named, err
+    aside = Path(named[1])
+    try:
+        assert (aside / "0").read_text() == "the audited run's"
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)

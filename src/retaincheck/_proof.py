@@ -490,6 +490,20 @@ def _above_on(device: int, inside: str) -> str | None:
         folder = parent
 
 
+def _die_with_parent():
+    """What the rerun's process runs before it starts: it is then killed when retaincheck dies,
+    even by SIGKILL (Linux's parent-death signal), so that it does not go on writing in the
+    working folder while what the audited run made is set aside (rev28b F11). Looked up here,
+    in retaincheck's process: nothing is imported in the child between fork and exec."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+    return lambda: prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+
+
 def _ended_by_signals():
     """While what the audited run made is set aside, SIGTERM and SIGHUP (a time limit, a
     closed terminal) end retaincheck through its ``finally`` blocks, which put it back
@@ -554,6 +568,9 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         return _rerun(changes, program, lang, forced)
     asides, moved = _set_aside(program.touched, (program.start or {}).get("temp"), program.cwd)
     stop = _ended_by_signals() if moved else None
+    if moved:  # where they are, should retaincheck be killed (SIGKILL) before the put-back
+        print(f"retaincheck: during the rerun, what the audited run created is set aside in "
+              f"{', '.join(asides)}", file=sys.stderr, flush=True)
     try:
         gone = tuple(path for path, _ in moved)
         watched = [p for p in program.touched if not (
@@ -647,7 +664,7 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
             proc = subprocess.run(
                 [sys.executable, *options, "-c", boot, here, spec],
                 cwd=program.cwd, env=env, capture_output=True, check=False, pass_fds=passed,
-                **feed,
+                preexec_fn=_die_with_parent(), **feed,
             )
         except OSError as exc:
             return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0,
