@@ -447,10 +447,9 @@ EN.update({
     "s_untaken": "keep it, or run the program with arguments that reach {call} (a backward() or "
     "grad() next to this one that did not run) and check again",
     "by_child": "a forked child process",
-    "why_unproven": ": no later backward() or grad() walked this graph, but the rerun without "
-    "the flag did not complete as this run did ({reason}), so removing it is not proven",
-    "s_unproven": "keep it, or, if the output changes from run to run (timings, dates), make it "
-    "repeatable or check with --skip-proof",
+    "why_unproven": ": no later backward() or grad() walked this graph, but removing the flag "
+    "is not proven ({reason})",
+    "s_unproven": "keep it: the reason above says why the rerun without the flag proves nothing",
     "k_unproven": "kept: could not tell (the rerun without the flag is not a proof)",
     "why_child": ": no later backward() or grad() walked this graph in this process, but a "
     "child process forked during the run (pid {pids}) was still running at its end and may "
@@ -476,10 +475,9 @@ ZH.update({
     "（这次调用附近一处没有执行的 "
     "backward() 或 grad()），再检查一次",
     "by_child": "fork 出来的子进程",
-    "why_unproven": "。之后没有 backward() 或 grad() 遍历这张计算图，但去掉这个参数后重新运行，"
-    "结果与这次不一致（{reason}），所以无法证明可以去掉它",
-    "s_unproven": "先留着这个参数；如果输出每次运行都会变（计时、日期），先让输出可以复现，或者加 "
-    "--skip-proof 再检查",
+    "why_unproven": "。之后没有 backward() 或 grad() 遍历这张计算图，但无法证明可以去掉这个参数"
+    "（{reason}）",
+    "s_unproven": "先留着：上面的原因说明了去掉参数后的重新运行为什么证明不了什么",
     "k_unproven": "不改：无法判断（去掉参数后的重新运行不能作为验证）",
     "why_child": "。本进程中，之后没有 backward() 或 grad() 遍历这张计算图，但运行期间 fork "
     "出来的子进程（pid {pids}）在运行结束时仍未退出，它可能遍历这张图",
