@@ -823,3 +823,24 @@ def test_warnings_as_errors_do_not_fail_the_rerun(tmp_path):
         capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "proven: the rerun exited 0 as the audited run did" in proc.stdout, proc.stdout
+
+
+@pytest.mark.proof  # a session and its rerun
+def test_the_rerun_leaves_pytests_cache_as_the_session_left_it(tmp_path):
+    """rev28b F7: a refuted rerun recorded its failure in the user's .pytest_cache (lastfailed),
+    so `pytest --lf` then ran a test that never failed. The rerun reads and writes a copy of
+    the cache as the session found it."""
+    (tmp_path / "test_one.py").write_text(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n    z = x.exp()\n"
+        "    z.sum().backward(retain_graph=True)\n"
+        "    getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))  # hidden from the audit\n")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "retaincheck.pytest_plugin",
+         "--retaincheck-fail"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun failed" in proc.stdout, proc.stdout
+    lastfailed = tmp_path / ".pytest_cache" / "v" / "cache" / "lastfailed"
+    assert not lastfailed.exists() or "test_one" not in lastfailed.read_text()

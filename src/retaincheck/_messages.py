@@ -220,6 +220,8 @@ EN: dict[str, str] = {
     "proof_stdin": "the program's standard input was too long to give the rerun again",
     "proof_stdin_socket": "the program's standard input is a socket, which a rerun does not "
     "get again",
+    "proof_cache_big": "pytest's cache holds over {n} MiB, too much to give the rerun a copy "
+    "of",
     "proof_cache_order": "the tests ran in an order pytest's cache decides (--lf, --ff, --nf, "
     "--sw), which a rerun does not repeat",
     "proof_in_process": "pytest was started from other code (pytest.main, a script), which a "
@@ -412,6 +414,7 @@ ZH: dict[str, str] = {
     "proof_no_output": "没有输出",
     "proof_stdin": "程序的标准输入太长，无法原样交给重新运行",
     "proof_stdin_socket": "程序的标准输入是套接字，重新运行拿不到同样的输入",
+    "proof_cache_big": "pytest 的缓存超过 {n} MiB，太大了，无法给重新运行复制一份",
     "proof_cache_order": "测试的顺序由 pytest 的缓存决定（--lf、--ff、--nf、--sw），"
     "重新运行重现不了",
     "proof_in_process": "pytest 是由别的代码（pytest.main 或脚本）启动的，"

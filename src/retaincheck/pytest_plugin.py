@@ -133,8 +133,40 @@ def pytest_load_initial_conftests(early_config, parser, args):
         own = _OUTPUTS
         early_config.stash[_EARLY] = (
             dict(os.environ), snapshot(str(early_config.invocation_params.dir), own),
-            {**start_state(), "fds": sorted(open_fds()), "early": early}, own)
+            {**start_state(), "fds": sorted(open_fds()), "early": early}, own,
+            _cache_files(early_config))
         watch_sockets()
+
+
+CACHE_LIMIT = 16 << 20
+
+
+def _cache_dir(config) -> str:
+    """pytest's cache folder, as its cacheprovider finds it (``cache_dir``, from the rootdir)."""
+    value = os.path.expanduser(os.path.expandvars(config.getini("cache_dir")))
+    return os.path.join(str(config.rootpath), value)
+
+
+def _cache_files(config) -> dict[str, bytes] | None:
+    """pytest's cache as the session found it, for the rerun: the rerun reads it as the audited
+    session did, and writes its own (a failure it records in ``lastfailed``: rev28b F7) to a
+    copy, not to the user's cache. None when it holds over ``CACHE_LIMIT`` bytes."""
+    root = _cache_dir(config)
+    found: dict[str, bytes] = {}
+    size = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read(CACHE_LIMIT + 1)
+            except OSError:
+                continue
+            size += len(data)
+            if size > CACHE_LIMIT:
+                return None
+            found[os.path.relpath(path, root)] = data
+    return found
 
 
 def _console_script(path: str) -> bool:
@@ -246,13 +278,14 @@ class _Plugin:
         # file the audited session wrote takes another path in the rerun)
         self.before = self.env = self.start = None
         self.own: frozenset = frozenset()
+        self.cache: dict[str, bytes] | None = None  # pytest's cache before the session
         if self.fail and not self.skip_proof and not hasattr(config, "workerinput"):
             from ._proof import open_fds, snapshot, start_state
 
-            self.env, self.before, self.start, self.own = config.stash.get(
-                _EARLY, (None, None, None, frozenset()))
+            self.env, self.before, self.start, self.own, self.cache = config.stash.get(
+                _EARLY, (None, None, None, frozenset(), None))
             if self.env is None:  # registered after the first conftests (pytest.main)
-                self.own = _OUTPUTS
+                self.own, self.cache = _OUTPUTS, _cache_files(config)
                 self.env, self.before, self.start = dict(os.environ), snapshot(str(
                     config.invocation_params.dir), self.own), {**start_state(),
                                                                 "fds": sorted(open_fds())}
@@ -445,10 +478,30 @@ class _Plugin:
             args.append(f"--junitxml={os.devnull}")
         if getattr(config.option, "log_file", None) or config.getini("log_file"):
             args.append(f"--log-file={os.devnull}")  # (rev27w P23: set in pytest.ini)
+        cache = None
+        if config.pluginmanager.has_plugin("cacheprovider"):
+            if self.cache is None:
+                return Proof(False, message("proof_cache_big", self.lang,
+                                            n=CACHE_LIMIT >> 20), 0.0, refutes=False)
+            import tempfile
+
+            cache = tempfile.mkdtemp(prefix="retaincheck-cache-")
+            for name, data in self.cache.items():
+                path = os.path.join(cache, name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(data)
+            args += ["-o", f"cache_dir={cache}"]
         program = Program(script, None if script else "pytest", args, str(params.dir), 0,
                           None,  # pytest prints timings: its output is not compared
                           touched=touched, env=self.env, start=self.start)
-        return prove({}, program, self.lang, forced)
+        try:
+            return prove({}, program, self.lang, forced)
+        finally:
+            if cache is not None:
+                import shutil
+
+                shutil.rmtree(cache, ignore_errors=True)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
