@@ -151,8 +151,10 @@ def _cache_files(config) -> dict[str, bytes] | None:
     """pytest's cache as the session found it, for the rerun: the rerun reads it as the audited
     session did, and writes its own (a failure it records in ``lastfailed``: rev28b F7) to a
     copy, not to the user's cache. None when it holds over ``CACHE_LIMIT`` bytes."""
-    root = _cache_dir(config)
     found: dict[str, bytes] = {}
+    if not config.pluginmanager.has_plugin("cacheprovider"):  # -p no:cacheprovider
+        return found
+    root = _cache_dir(config)
     size = 0
     for folder, _, files in os.walk(root):
         for name in files:
