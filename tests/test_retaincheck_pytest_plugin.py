@@ -305,6 +305,26 @@ def test_an_unknown_language_is_one_line_and_a_usage_error(pytester, monkeypatch
         "ERROR: RETAINCHECK_LANG: unknown language 'fr' (use en or zh)"]
 
 
+def test_a_site_is_named_from_the_sessions_folder_whatever_the_tests_cwd(pytester,
+                                                                         monkeypatch):
+    """rev28b F10: an example script copied to tmp_path and run there (monkeypatch.chdir) was
+    listed as `train.py:5`, a name the project's own train.py would have."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_example=(
+        "import runpy\n\n\ndef test_example(tmp_path, monkeypatch):\n"
+        "    (tmp_path / 'train.py').write_text(\n"
+        "        'import torch\\n\\nx = torch.ones(3, requires_grad=True)\\n'\n"
+        "        'z = x.exp().sum()\\nz.backward(retain_graph=True)\\n')\n"
+        "    monkeypatch.chdir(tmp_path)\n"
+        "    runpy.run_path(str(tmp_path / 'train.py'), run_name='__main__')\n"))
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=1)
+    listed = [line for line in section(result) if "z.backward(retain_graph=True)" in line]
+    assert len(listed) == 1, result.outlines
+    name = listed[0].split()[0]
+    assert name.endswith("/train.py:5") and not name.startswith("train.py"), name
+
+
 def test_failed_tests_do_not_count_and_a_marker_opts_out(project):
     project.makepyfile(
         test_train=TESTS.replace("assert torch.allclose", "assert not torch.allclose")

@@ -255,9 +255,22 @@ def _kept_graphs(context) -> list:
     return kept
 
 
-def _site_key(record) -> str:
+def _site_key(record, root: str) -> str:
+    from ._proof import real_line
+
     call = record.to_dict()
-    return f"{call['file']}:{call['line']}"
+    return _site_name(call["file"], call["line"], real_line(record), root)
+
+
+def _site_name(file: str, line: int, real, root: str) -> str:
+    """How the summary names a call site: its file from the session's folder (absolute when
+    outside it), not from the folder a test had moved to (rev28b F10: a copy under tmp_path
+    was named train.py, as the project's own train.py would be)."""
+    if not real:
+        return f"{file}:{line}"
+    path, number = real
+    shown = os.path.relpath(path, root)
+    return f"{path if shown.startswith('..') else shown}:{number}"
 
 
 class _Plugin:
@@ -268,6 +281,7 @@ class _Plugin:
         self.failed = False  # this plugin set the status to 6
         try:
             self.lang = config.getoption("retaincheck_lang") or default_lang()
+            self.root = str(config.invocation_params.dir)
         except BadLang as exc:  # RETAINCHECK_LANG=fr: one line, pytest's usage error (rev28b F2)
             raise pytest.UsageError(str(exc)) from None
         self.sites: dict[str, dict] = {}  # site -> what the tests found there
@@ -318,8 +332,9 @@ class _Plugin:
                 del item.stash[_AUDIT]
                 kept = _kept_graphs(context)
                 context.__exit__(None, None, None)
+                root = str(item.config.invocation_params.dir)
                 self.pending = [(ref, keys) for ref, records in kept
-                                if (keys := {_site_key(r) for r in records
+                                if (keys := {_site_key(r, root) for r in records
                                              if r.verdict == "not needed"})]
 
     def _outlived(self) -> list[str]:
@@ -378,7 +393,7 @@ class _Plugin:
         for call, real in zip(data["calls"], data.get("real", [None] * len(data["calls"])),
                               strict=True):
             site = self.sites.setdefault(
-                f"{call['file']}:{call['line']}",
+                _site_name(call["file"], call["line"], real, self.root),
                 {"code": call["code"], "needed": False, "unneeded_in": [], "bytes": 0,
                  "real": set()},
             )
