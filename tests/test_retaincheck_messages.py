@@ -131,7 +131,9 @@ def test_a_bad_language_is_one_line_and_exit_2(monkeypatch):
     )
     monkeypatch.setenv("RETAINCHECK_LANG", "zh")
     assert run(fixture)[1].endswith(
-        "retaincheck：没有 backward() 或 autograd.grad() 调用使用 retain_graph=True。\n"
+        "retaincheck：这个进程里没有 backward() 或 autograd.grad() 调用使用 retain_graph=True"
+        "（它以 fork 以外的方式启动的进程不受检查，比如 torch.multiprocessing.spawn 启动的各个 "
+        "rank）。\n"
     )
 
 

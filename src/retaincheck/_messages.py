@@ -48,7 +48,9 @@ EN: dict[str, str] = {
     # the readable report (Report.format)
     "stopped": "retaincheck: the run stopped early ({why}); a graph that nothing reused before "
     "that is only \"not needed so far\"",
-    "no_calls": "retaincheck: no backward() or autograd.grad() call used retain_graph=True.",
+    "no_calls": "retaincheck: no backward() or autograd.grad() call used retain_graph=True in "
+    "this process (a process it started other than by fork, such as the ranks of "
+    "torch.multiprocessing.spawn, is not audited).",
     "header_one": "retaincheck: {n} call site used retain_graph=True",
     "header_many": "retaincheck: {n} call sites used retain_graph=True",
     "raised_before": "{site}  {code}  (raised before it returned)",
@@ -251,7 +253,9 @@ EN: dict[str, str] = {
 ZH: dict[str, str] = {
     "stopped": "retaincheck：程序提前停止（{why}）；停止前还没被再次使用的计算图，"
     "结论最多只能是“目前不需要”",
-    "no_calls": "retaincheck：没有 backward() 或 autograd.grad() 调用使用 retain_graph=True。",
+    "no_calls": "retaincheck：这个进程里没有 backward() 或 autograd.grad() 调用使用 "
+    "retain_graph=True（它以 fork 以外的方式启动的进程不受检查，比如 torch.multiprocessing.spawn "
+    "启动的各个 rank）。",
     "header_one": "retaincheck：{n} 处调用使用了 retain_graph=True",
     "header_many": "retaincheck：{n} 处调用使用了 retain_graph=True",
     "raised_before": "{site}  {code}  （返回前就抛出了异常）",
