@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,29 @@ def cli(*args: str, cwd: Path | None = None) -> snippetcheck.Run:
     run = snippetcheck.run_module("retaincheck", list(args), cwd or ROOT, timeout=180)
     assert not run.timed_out, f"retaincheck {args} ran past 180 s"
     return run
+
+
+def ctrl_c_during_the_rerun(command: list[str], cwd: Path, env: dict | None = None):
+    """Start ``command`` as a shell starts a job (a process group of its own), wait until its
+    rerun has written ``rerun-started`` in ``cwd``, then send SIGINT to the group, as Ctrl-C
+    does: (exit status, stdout, stderr)."""
+    import signal
+    import time
+
+    gate = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (cwd / "rerun-started").exists():
+            assert time.monotonic() < deadline and gate.poll() is None, gate.communicate()
+            time.sleep(0.05)
+        os.killpg(gate.pid, signal.SIGINT)
+        out, err = gate.communicate(timeout=60)
+    finally:
+        if gate.poll() is None:
+            os.killpg(gate.pid, signal.SIGKILL)
+            gate.wait()
+    return gate.returncode, out, err
 
 
 def test_readable_report_on_the_articles_first_example():

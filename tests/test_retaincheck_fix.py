@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 import snippetcheck
-from test_retaincheck_cli import CLI_FIXTURES, cli
+from test_retaincheck_cli import CLI_FIXTURES, cli, ctrl_c_during_the_rerun
 
 import retaincheck
 from retaincheck._fix import refusal, remove_at
@@ -1631,28 +1631,13 @@ def test_ctrl_c_during_the_rerun_exits_130_and_proves_nothing(tmp_path):
     """rev28a F2: Ctrl-C (SIGINT to the foreground group) during the rerun: the rerun's -2 was
     read as a failure without the flag, the site called needed, the gate exited 0. Now the
     report is printed, the site is "could not tell: kept", nothing is written, status 130."""
-    import signal
-    import time
-
     script = tmp_path / "slow.py"
     script.write_text(INTERRUPTED_RERUN)
     before = script.read_bytes()
-    gate = subprocess.Popen([sys.executable, "-m", "retaincheck", "--fix", "--write",
-                             "--fail-on-unneeded", script.name], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own group, as a shell's job
-    try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "rerun-started").exists():
-            assert time.monotonic() < deadline and gate.poll() is None
-            time.sleep(0.05)
-        os.killpg(gate.pid, signal.SIGINT)
-        out, err = gate.communicate(timeout=60)
-    finally:
-        if gate.poll() is None:
-            os.killpg(gate.pid, signal.SIGKILL)
-            gate.wait()
-    assert gate.returncode == 130, out + err
+    code, out, err = ctrl_c_during_the_rerun(
+        [sys.executable, "-m", "retaincheck", "--fix", "--write", "--fail-on-unneeded",
+         script.name], tmp_path)
+    assert code == 130, out + err
     assert "COULD NOT TELL: KEPT: no later backward() or grad() walked this graph, but " \
         "removing the flag is not proven (the rerun was interrupted (Ctrl-C))" in out, out
     assert "NEEDED: walked again" not in out

@@ -776,28 +776,14 @@ def test_a():
 def test_ctrl_c_during_the_pytest_gates_rerun_is_pytests_interrupt(tmp_path):
     """rev28b F5: Ctrl-C during the gate's rerun ended pytest with a 90-line traceback through
     retaincheck; now the section says the rerun was interrupted and pytest exits 2."""
-    import signal
-    import time
+    from test_retaincheck_cli import ctrl_c_during_the_rerun
 
     (tmp_path / "test_slow.py").write_text(SLOW_TEST)
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    gate = subprocess.Popen(
+    code, out, err = ctrl_c_during_the_rerun(
         [sys.executable, "-m", "pytest", "-q", "-p", "retaincheck.pytest_plugin",
-         "-p", "no:cacheprovider", "--retaincheck-fail", "test_slow.py"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)  # its own group, as a shell's job
-    try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "rerun-started").exists():
-            assert time.monotonic() < deadline and gate.poll() is None, gate.communicate()
-            time.sleep(0.05)
-        os.killpg(gate.pid, signal.SIGINT)
-        out, err = gate.communicate(timeout=60)
-    finally:
-        if gate.poll() is None:
-            os.killpg(gate.pid, signal.SIGKILL)
-            gate.wait()
-    assert gate.returncode == pytest.ExitCode.INTERRUPTED, out + err
+         "-p", "no:cacheprovider", "--retaincheck-fail", "test_slow.py"], tmp_path, env)
+    assert code == pytest.ExitCode.INTERRUPTED, out + err
     assert "NOT proven: the rerun was interrupted (Ctrl-C)" in out, out + err
     assert "Traceback" not in out + err
 
