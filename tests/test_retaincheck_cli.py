@@ -690,3 +690,17 @@ def test_retaincheck_s_own_log_in_the_folder_is_not_the_programs(tmp_path):
     text = (tmp_path / "check.log").read_text()
     assert proc.returncode == 6, text
     assert "proven: the rerun exited 0 as the audited run did" in text, text
+
+
+@pytest.mark.proof  # a rerun
+def test_the_rerun_sees_the_command_line_the_program_saw(tmp_path):
+    """rev28a N3: a program that prints sys.orig_argv printed retaincheck's command line in the
+    audited run and the rerun's boot command in the rerun: never proven."""
+    (tmp_path / "train.py").write_text(
+        "import sys\n\nimport torch\n\nprint(sys.orig_argv[-2:])\n"
+        "x = torch.ones(3, requires_grad=True)\nx.exp().sum().backward(retain_graph=True)\n")
+    proc = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                           "train.py", "a1"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("['train.py', 'a1']\n"), proc.stdout

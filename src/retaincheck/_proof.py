@@ -131,7 +131,9 @@ def start_state() -> dict:
         except (ValueError, OSError):
             continue
     state: dict = {"ignored": ignored, "options": _interpreter_options(),
-                   "temp": tempfile.gettempdir()}
+                   "temp": tempfile.gettempdir(),
+                   # the command line as the program sees it (rev28a N3: it printed it)
+                   "orig_argv": list(getattr(sys, "orig_argv", []))}
     if hasattr(os, "sched_getaffinity"):
         state["affinity"] = sorted(os.sched_getaffinity(0))
     state["umask"] = os.umask(0o022)
@@ -372,6 +374,9 @@ def stop_helpers() -> None:
 def _apply_start(state: dict) -> None:
     """In the rerun: the signals, CPUs, umask and standard input the program started with."""
     import signal
+
+    if state.get("orig_argv") and hasattr(sys, "orig_argv"):
+        sys.orig_argv = list(state["orig_argv"])
 
     ignored = set(state.get("ignored", ()))
     for number in signal.valid_signals():
