@@ -114,7 +114,9 @@ EN: dict[str, str] = {
     "s_did_not_complete": "the call raised before it returned, so nothing can be said about it: "
     "fix that error, then run retaincheck again",
     "s_leak": "detach the hidden state (or running value) you carry into the next iteration, "
-    "e.g. h = h.detach(), then remove retain_graph=True",
+    "e.g. h = h.detach(), then remove retain_graph=True; if it must go on passing gradients "
+    "back (a tensor computed once before the loop and trained through every step), compute it "
+    "inside the loop instead",
     "s_could_not_tell": "keep it: the program reads saved tensors (grad_fn._saved_*, "
     "ctx.saved_tensors) at {read}, which the audit cannot tie to a graph; without the flag that "
     "read raises once backward() has freed them",
@@ -315,7 +317,8 @@ ZH: dict[str, str] = {
     "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"
     "再运行一次 retaincheck",
     "s_leak": "用 detach() 切断带入下一轮迭代的隐藏状态（或累计值），例如 h = h.detach()，"
-    "再去掉 retain_graph=True",
+    "再去掉 retain_graph=True；如果它还得继续把梯度传回去（在循环前算一次、每一步都要经它训练的"
+    "张量），就改为在循环里计算它",
     "s_could_not_tell": "留着这个参数。程序在 {read} 处读取保存张量（grad_fn._saved_*、"
     "ctx.saved_tensors），retaincheck 无法确定读的是哪张计算图；去掉这个参数后，"
     "一旦 backward() 释放了保存张量，这次读取就会报错",
