@@ -325,6 +325,34 @@ def test_a_site_is_named_from_the_sessions_folder_whatever_the_tests_cwd(pyteste
     assert name.endswith("/train.py:5") and not name.startswith("train.py"), name
 
 
+def test_a_test_that_could_not_tell_keeps_the_site_and_a_skipped_test_is_not_audited(
+        pytester, monkeypatch):
+    """rev28b N4: a site "could not tell: kept" in one test (a backward() next to it that did
+    not run there) and "not needed" in another was listed: the plugin kept only what a test
+    found needed. N5: a test skipped before it ran counted as audited."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_step=(
+        "import pytest\nimport torch\n\n\n"
+        "def step(loss, extra=None):\n"
+        "    loss.backward(retain_graph=True)\n"
+        "    if extra is not None:\n"
+        "        extra.backward()  # another graph: walks nothing of loss's\n\n\n"
+        "def test_with_extra():\n"
+        "    w = torch.ones(3, requires_grad=True)\n"
+        "    step(w.exp().sum(), w.sin().sum())\n\n\n"
+        "def test_without():\n"
+        "    w = torch.ones(3, requires_grad=True)\n"
+        "    step(w.exp().sum())\n\n\n"
+        "@pytest.mark.skip(reason='not today')\n"
+        "def test_skipped():\n"
+        "    pass\n"))
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=2, skipped=1)
+    lines = section(result)
+    assert not any(line.startswith("test_step.py:6") for line in lines), result.outlines
+    assert "(2 tests audited, 3 backward()/grad() calls seen)" in lines[0], lines
+
+
 def test_failed_tests_do_not_count_and_a_marker_opts_out(project):
     project.makepyfile(
         test_train=TESTS.replace("assert torch.allclose", "assert not torch.allclose")
