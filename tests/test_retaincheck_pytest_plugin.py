@@ -878,3 +878,22 @@ def test_the_rerun_leaves_pytests_cache_as_the_session_left_it(tmp_path):
     assert "NOT proven: the rerun failed" in proc.stdout, proc.stdout
     lastfailed = tmp_path / ".pytest_cache" / "v" / "cache" / "lastfailed"
     assert not lastfailed.exists() or "test_one" not in lastfailed.read_text()
+
+
+@pytest.mark.proof  # a session and its rerun
+def test_a_log_kept_with_tee_in_the_folder_is_not_the_tests(tmp_path):
+    """rev29b: `pytest --retaincheck-fail 2>&1 | tee -a ci.log` in the project folder: tee's
+    log grew during the session, pytest's collection listed the folder, and the gate said the
+    rerun read what "the audited run had written"."""
+    (tmp_path / "test_one.py").write_text(
+        "import torch\n\n\ndef test_one():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    (x * x).sum().backward(retain_graph=True)\n")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m pytest -q -p retaincheck.pytest_plugin '
+         '-p no:cacheprovider --retaincheck-fail 2>&1 | tee -a ci.log; '
+         'exit "${PIPESTATUS[0]}"'], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=180, check=False)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "proven: the rerun exited 0 as the audited run did" in proc.stdout, proc.stdout

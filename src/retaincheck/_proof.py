@@ -726,8 +726,9 @@ GRACE = 3.0  # seconds a process the rerun started gets to end after the program
 def own_outputs(paths=()) -> frozenset:
     """(device, inode) of the files that retaincheck's (or pytest's) own output goes to, left
     out of ``snapshot``: standard output and error when they are files (``> check.log 2>&1``
-    in the working folder: rev28a F7, rev28b F3), and ``paths`` (a report pytest writes)."""
-    found = set()
+    in the working folder: rev28a F7, rev28b F3) or pipes into a program that writes files
+    (``| tee check.log``: rev29b), and ``paths`` (a report pytest writes)."""
+    found, pipes = set(), set()
     for target in (1, 2, *paths):
         try:
             st = os.stat(target)
@@ -735,7 +736,41 @@ def own_outputs(paths=()) -> frozenset:
             continue
         if stat.S_ISREG(st.st_mode):
             found.add((st.st_dev, st.st_ino))
-    return frozenset(found)
+        elif stat.S_ISFIFO(st.st_mode):
+            pipes.add(st.st_ino)
+    return frozenset(found | pipe_readers_files(pipes))
+
+
+def pipe_readers_files(pipes: set[int]) -> set[tuple[int, int]]:
+    """(device, inode) of the regular files open in the other processes that hold one of
+    these pipes (by inode): ``tee``'s log at the end of ``| tee check.log`` (Linux's /proc)."""
+    if not pipes:
+        return set()
+    links = {f"pipe:[{ino}]" for ino in pipes}
+    found: set[tuple[int, int]] = set()
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        if int(pid) == os.getpid():
+            continue
+        folder = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(folder)
+            targets = [os.readlink(f"{folder}/{fd}") for fd in fds]
+        except OSError:
+            continue
+        if not links.intersection(targets):
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{folder}/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.add((st.st_dev, st.st_ino))
+    return found
 
 
 def snapshot(root: str, own: frozenset = frozenset()) -> dict[str, tuple] | None:

@@ -91,12 +91,13 @@ def pytest_plugin_registered(plugin, plugin_name, manager):
 _EARLY = pytest.StashKey[tuple]()
 
 
-def _outputs_now() -> frozenset:
-    """(device, inode) of standard output and error when they are files: taken when pytest
-    imports this module, before its capture replaces file descriptors 1 and 2."""
+def _outputs_now() -> tuple[frozenset, frozenset]:
+    """(device, inode) of standard output and error when they are files, and the inodes of
+    those that are pipes: taken when pytest imports this module, before its capture replaces
+    file descriptors 1 and 2."""
     import stat
 
-    found = set()
+    found, pipes = set(), set()
     for fd in (1, 2):
         try:
             st = os.fstat(fd)
@@ -104,10 +105,19 @@ def _outputs_now() -> frozenset:
             continue
         if stat.S_ISREG(st.st_mode):
             found.add((st.st_dev, st.st_ino))
-    return frozenset(found)
+        elif stat.S_ISFIFO(st.st_mode):
+            pipes.add(st.st_ino)
+    return frozenset(found), frozenset(pipes)
 
 
-_OUTPUTS = _outputs_now()  # pytest > pytest.log in the folder is pytest's own (rev28b F3)
+# pytest > pytest.log in the folder is pytest's own (rev28b F3), as is | tee's log (rev29b)
+_OUTPUTS, _OUTPUT_PIPES = _outputs_now()
+
+
+def _own_outputs() -> frozenset:
+    from ._proof import pipe_readers_files
+
+    return _OUTPUTS | frozenset(pipe_readers_files(set(_OUTPUT_PIPES)))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -130,7 +140,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
             name for name, plugin in early_config.pluginmanager.list_name_plugin()
             if plugin is not sys.modules[__name__] and getattr(plugin, "__file__", None)
             and not os.path.realpath(plugin.__file__).startswith(installed))
-        own = _OUTPUTS
+        own = _own_outputs()
         early_config.stash[_EARLY] = (
             dict(os.environ), snapshot(str(early_config.invocation_params.dir), own),
             {**start_state(), "fds": sorted(open_fds()), "early": early}, own,
@@ -301,7 +311,7 @@ class _Plugin:
             self.env, self.before, self.start, self.own, self.cache = config.stash.get(
                 _EARLY, (None, None, None, frozenset(), None))
             if self.env is None:  # registered after the first conftests (pytest.main)
-                self.own, self.cache = _OUTPUTS, _cache_files(config)
+                self.own, self.cache = _own_outputs(), _cache_files(config)
                 self.env, self.before, self.start = dict(os.environ), snapshot(str(
                     config.invocation_params.dir), self.own), {**start_state(),
                                                                 "fds": sorted(open_fds())}
