@@ -822,15 +822,17 @@ def test_the_sessions_own_log_and_report_in_the_folder_are_not_the_tests(tmp_pat
     session with --junitxml=report.xml: pytest's collection lists the folder, the log and the
     report had changed, and the gate was never proven."""
     (tmp_path / "test_one.py").write_text(
-        "import torch\n\n\ndef test_one():\n"
+        "import torch\n\n\ndef test_one(tmp_path):\n"
+        "    (tmp_path / 'scratch.txt').write_text('pytest\\'s own temporary folder')\n"
         "    x = torch.ones(3, requires_grad=True)\n"
         "    (x * x).sum().backward(retain_graph=True)\n")
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    for _ in range(2):
+    for _ in range(2):  # (--basetemp in the folder: pytest's, emptied by each session)
         with open(tmp_path / "pytest.log", "w") as log:
             proc = subprocess.run(
                 [sys.executable, "-m", "pytest", "-q", "-p", "retaincheck.pytest_plugin",
-                 "-p", "no:cacheprovider", "--junitxml=report.xml", "--retaincheck-fail"],
+                 "-p", "no:cacheprovider", "--junitxml=report.xml", "--basetemp=.pytest_tmp",
+                 "--retaincheck-fail"],
                 cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=180,
                 check=False)
         text = (tmp_path / "pytest.log").read_text()

@@ -494,8 +494,15 @@ class _Plugin:
         reports = {os.path.realpath(os.path.join(str(params.dir), p)) for p in (
             getattr(config.option, "xmlpath", None), getattr(config.option, "log_file", None)
             or config.getini("log_file")) if p}
-        if touched and reports:
-            touched = [p for p in touched if os.path.realpath(p.rstrip("\0")) not in reports]
+        # --basetemp in the folder: pytest's own temporary folders, which pytest empties at
+        # the start of each session; the rerun gets its own (rev28b F3, --basetemp=.tmp)
+        basetemp = getattr(config.option, "basetemp", None)
+        inside = (os.path.join(os.path.realpath(os.path.join(str(params.dir), str(basetemp))), "")
+                  if basetemp else None)
+        if touched and (reports or inside):
+            touched = [p for p in touched if os.path.realpath(p.rstrip("\0")) not in reports
+                       and not (inside and os.path.join(os.path.realpath(p.rstrip("\0")), "")
+                                .startswith(inside))]
         release_sockets(set(self.start.get("fds", ())))
         release_locks(set(self.start.get("fds", ())))  # a conftest's lock (rev27u R5)
         args = [str(a) for a in params.args]
@@ -503,6 +510,12 @@ class _Plugin:
         # package for assertion rewriting: pytest warns, and filterwarnings = error failed
         # every rerun (rev28b F14); the audited session met no such warning
         args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+        rerun_temp = None
+        if basetemp:
+            import tempfile
+
+            rerun_temp = tempfile.mkdtemp(prefix="retaincheck-basetemp-")
+            args.append(f"--basetemp={os.path.join(rerun_temp, 'basetemp')}")
         # the session's reports stay its own (rev27s W4: the rerun's overwrote them)
         if getattr(config.option, "xmlpath", None):
             args.append(f"--junitxml={os.devnull}")
@@ -528,10 +541,11 @@ class _Plugin:
         try:
             return prove({}, program, self.lang, forced)
         finally:
-            if cache is not None:
-                import shutil
+            import shutil
 
-                shutil.rmtree(cache, ignore_errors=True)
+            for made in (cache, rerun_temp):
+                if made is not None:
+                    shutil.rmtree(made, ignore_errors=True)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
