@@ -704,3 +704,33 @@ def test_the_rerun_sees_the_command_line_the_program_saw(tmp_path):
                           timeout=180, check=False)
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert proc.stdout.startswith("['train.py', 'a1']\n"), proc.stdout
+
+
+RESUMES = """import os
+import sys
+
+import torch
+
+store = sys.argv[1]  # a checkpoint folder outside the working folder
+x = torch.ones(3, requires_grad=True)
+if not os.path.exists(os.path.join(store, "done")):
+    z = x.exp()
+    z.sum().backward(retain_graph=True)
+    open(os.path.join(store, "done"), "w").close()
+print("finished")
+"""
+
+
+@pytest.mark.proof  # a rerun
+def test_a_rerun_that_never_runs_the_site_proves_nothing(tmp_path):
+    """rev29a G2: the rerun resumed from the audited run's checkpoint outside the working
+    folder, never ran the site, printed the same and exited 0: "proven". A forced site that
+    no backward pass of the rerun started from makes the proof not hold."""
+    work, store = tmp_path / "work", tmp_path / "store"
+    work.mkdir()
+    store.mkdir()
+    (work / "train.py").write_text(RESUMES)
+    proc = cli("--fail-on-unneeded", "train.py", str(store), cwd=work)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun never ran train.py:10 (it took another path" in proc.stderr, \
+        proc.stderr

@@ -224,6 +224,8 @@ EN: dict[str, str] = {
     "proof_stdin": "the program's standard input was too long to give the rerun again",
     "proof_stdin_socket": "the program's standard input is a socket, which a rerun does not "
     "get again",
+    "proof_site_not_run": "the rerun never ran {site} (it took another path: a checkpoint or a "
+    "cache outside the working folder?), so it proves nothing about that flag",
     "proof_cache_big": "pytest's cache holds over {n} MiB, too much to give the rerun a copy "
     "of",
     "proof_cache_order": "the tests ran in an order pytest's cache decides (--lf, --ff, --nf, "
@@ -421,6 +423,8 @@ ZH: dict[str, str] = {
     "proof_no_output": "没有输出",
     "proof_stdin": "程序的标准输入太长，无法原样交给重新运行",
     "proof_stdin_socket": "程序的标准输入是套接字，重新运行拿不到同样的输入",
+    "proof_site_not_run": "重新运行根本没有执行到 {site}（它走了另一条路径：也许读了工作目录"
+    "之外的检查点或缓存？），所以证明不了这个参数的任何事",
     "proof_cache_big": "pytest 的缓存超过 {n} MiB，太大了，无法给重新运行复制一份",
     "proof_cache_order": "测试的顺序由 pytest 的缓存决定（--lf、--ff、--nf、--sw），"
     "重新运行重现不了",

@@ -637,14 +637,31 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         expected = os.path.join(tmp, "expected.txt")
         state = os.path.join(tmp, "state.txt")
         text_forced = os.path.join(tmp, "text_forced.txt")
-        texts = [[line, linecache.getline(path, line).strip()] for path, line in forced]
+        hits = os.path.join(tmp, "hits.txt")
+        # the code of each forced line as the file on disk has it, flag and all (a copy of
+        # the file that the program runs is matched by it): in an edited file the forced line
+        # is the edited copy's, so its line on disk is found back (rev28a F4 moved them)
+        from ._fix import _line_map
+
+        back = {}
+        for k, v in changes.items():
+            try:
+                with open(k, "rb") as f:
+                    back[os.path.realpath(k)] = _line_map(v, f.read())
+            except OSError:
+                pass
+
+        def code_at(path: str, line: int) -> str:
+            return linecache.getline(path, back[path](line) if path in back else line).strip()
+
+        texts = [[line, code_at(path, line)] for path, line in forced]
         with open(spec, "w", encoding="utf-8") as f:
             json.dump({"script": program.script, "module": program.module,
                        "args": program.args, "copies": copies, "marker": marker,
                        "tracer": tracer, "forced": [list(site) for site in forced],
                        "texts": texts, "unreached": unreached, "reached": reached,
                        "expected": expected, "touched": list(program.touched or ()),
-                       "state": state, "text_forced": text_forced,
+                       "state": state, "text_forced": text_forced, "hits": hits,
                        "site": os.path.join(tmp, "site"), "start": start}, f)
         boot_dir = os.path.join(tmp, "site")
         os.mkdir(boot_dir)
@@ -683,6 +700,7 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         # a line forced off for its text, not its place (another site, a copy): a failure
         # then may come from that line, so it does not show these sites needed (rev27n M1)
         by_text = os.path.exists(text_forced)
+        not_run = _not_run(forced, texts, _noted(hits))
         left = _first_noted(state, empty="?")
         caught = (_first_noted(marker, empty="") or "")[:160]
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
@@ -707,6 +725,11 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
     if left:
         shown = os.path.relpath(left, program.cwd) if left.startswith(program.cwd) else left
         return Proof(False, m("proof_state", path=shown[:120]), seconds, refutes=False)
+    if not_run:  # it took another path (resumed from a checkpoint outside the folder: rev29a
+        shown = (os.path.relpath(not_run[0], program.cwd)  # G2): it proves nothing of them
+                 if not_run[0].startswith(program.cwd) else not_run[0])
+        return Proof(False, m("proof_site_not_run", site=f"{shown}:{not_run[1]}"), seconds,
+                     refutes=False)
     # Lines compared in any order: a program's prints and its subprocesses' output may
     # interleave differently through a pipe than on a terminal.
     if program.stdout is not None and sorted(proc.stdout.splitlines()) != sorted(
@@ -810,6 +833,24 @@ def changed_paths(before: dict | None, after: dict | None) -> list[str] | bool:
         return False
     return sorted(os.path.abspath(p) + ("" if p in before and p in after else "\0")
                   for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def _not_run(forced, texts, noted: list[str]) -> tuple[str, int] | None:
+    """The first forced site that no backward pass of the rerun started from: neither its line
+    nor (a copy of the file) its code, as ``_proof_site`` noted them in ``hits``."""
+    from ._proof_site import _code
+
+    lines, codes = set(), set()
+    for entry in noted:
+        first, _, rest = entry.partition("\t")
+        if first == "text":
+            codes.add(rest)
+        elif first.isdigit():
+            lines.add((rest, int(first)))
+    for (path, line), (_, text) in zip(forced, texts, strict=True):
+        if (path, line) not in lines and not (text and _code(text) in codes):
+            return path, line
+    return None
 
 
 def _noted(path: str) -> list[str]:

@@ -553,7 +553,7 @@ def _code(line):
 
 
 def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=None,
-                 text_forced=None):
+                 text_forced=None, hits=None):
     """Stand in front of the engine once ``torch.autograd.variable`` is imported."""
     import linecache
 
@@ -564,6 +564,7 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
     real = {}
     codes = {}  # (file, line) -> _code of the line
     by_text = []  # a line forced off for its code alone was met (written once)
+    hit = set()  # the forced lines (and texts) a backward pass started from, written once each
 
     def from_forced_line():
         frame = sys._getframe(2)
@@ -574,6 +575,9 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
                 path = real[name] = os.path.realpath(name)
             if not path.startswith(torch_dir) and path != __file__:
                 if (path, frame.f_lineno) in forced:
+                    if hits and (path, frame.f_lineno) not in hit:
+                        hit.add((path, frame.f_lineno))
+                        _note(hits, f"{frame.f_lineno}\t{path}")
                     return True
                 if not texts:
                     return False
@@ -590,6 +594,9 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
                     if text_forced and not by_text:
                         by_text.append(text)
                         _note(text_forced, text)
+                    if hits and text not in hit:
+                        hit.add(text)
+                        _note(hits, f"text\t{text}")
                     return True
                 return False
             frame = frame.f_back
@@ -676,12 +683,13 @@ def _start():
             module = sys.modules.get("torch.autograd.variable")
             if module is not None:
                 _wrap_engine(module, spec["marker"], forced, texts, spec.get("unreached"),
-                             spec.get("text_forced"))
+                             spec.get("text_forced"), spec.get("hits"))
             else:
                 _after_import("torch.autograd.variable",
                               lambda m: _wrap_engine(m, spec["marker"], forced, texts,
                                                      spec.get("unreached"),
-                                                     spec.get("text_forced")))
+                                                     spec.get("text_forced"),
+                                                     spec.get("hits")))
     # the sitecustomize this one stands in front of, if there is one
     import importlib.machinery
     import importlib.util
