@@ -1662,6 +1662,18 @@ def test_a_file_of_an_installed_package_is_never_edited(tmp_path):
     assert "kept: the file belongs to an installed package or the standard library" \
         in proc.stdout, proc.stdout
     assert (package / "__init__.py").read_bytes() == before
+    # rev29a G1: pip install --target DIR: no site-packages in the path, a RECORD beside it
+    target = tmp_path / "pylibs"
+    package.parent.rename(target)
+    (tmp_path / "train.py").write_text(
+        (tmp_path / "train.py").read_text().replace(str(package.parent), str(target)))
+    (target / "steplib-1.0.dist-info").mkdir()
+    (target / "steplib-1.0.dist-info" / "RECORD").write_text(
+        "steplib/__init__.py,sha256=x,40\nsteplib-1.0.dist-info/RECORD,,\n")
+    proc = cli("--fix", "--write", "--skip-proof", "train.py", cwd=tmp_path)
+    assert "kept: the file belongs to an installed package or the standard library" \
+        in proc.stdout, proc.stdout
+    assert (target / "steplib" / "__init__.py").read_bytes() == before
 
 
 ONE_SITE = """import os

@@ -95,7 +95,35 @@ def _installed(real: str) -> bool:
     environment's, a folder put on ``sys.path`` by hand)."""
     parts = real.split(os.sep)
     return (any(real.startswith(d) for d in _protected_dirs())
-            or "site-packages" in parts or "dist-packages" in parts)
+            or "site-packages" in parts or "dist-packages" in parts or _recorded(real))
+
+
+def _recorded(real: str) -> bool:
+    """Whether an installed distribution lists the file in its ``*.dist-info/RECORD``, in a
+    folder above it: a package put in a folder of its own (``pip install --target DIR``,
+    rev29a G1)."""
+    import csv
+
+    folder = os.path.dirname(real)
+    for _ in range(8):
+        try:
+            infos = [e.path for e in os.scandir(folder)
+                     if e.name.endswith(".dist-info") and e.is_dir()]
+        except OSError:
+            infos = []
+        name = os.path.relpath(real, folder).replace(os.sep, "/")
+        for info in infos:
+            try:
+                with open(os.path.join(info, "RECORD"), encoding="utf-8", newline="") as f:
+                    if any(row and row[0] == name for row in csv.reader(f)):
+                        return True
+            except OSError:
+                continue
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return False
 
 
 def _code_line(source: bytes, line: int) -> str | None:
