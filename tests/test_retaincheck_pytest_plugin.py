@@ -644,6 +644,10 @@ def test_only_pytests_own_entry_points_count_as_a_plain_session(tmp_path):
         "        sys.argv[0] = sys.argv[0][:-4]\n"
         "    sys.exit(_console_main())\n")
     assert _console_script(str(uv))
+    long = tmp_path / "long-pytest"  # rev29b F-n12: pip's sh wrapper, a long venv path
+    long.write_text("#!/bin/sh\n'''exec' '/very/long/venv/bin/python' \"$0\" \"$@\"\n"
+                    "' '''\n" + pip.read_text().split("\n", 1)[1])
+    assert _console_script(str(long))
     own = tmp_path / "pytest"
     own.write_text("#!/usr/bin/env python3\nimport sys\nimport torch\n"
                    "torch.set_default_dtype(torch.float64)\nimport pytest\n"

@@ -192,6 +192,8 @@ def _console_script(path: str) -> bool:
             text = f.read(4096)
     except (OSError, UnicodeDecodeError):
         return False
+    # pip's wrapper for a long interpreter path (rev29b F-n12): /bin/sh execs the python
+    text = re.sub(r"\A#!/bin/sh\n'''exec' .*\n' '''\n", "", text)
     code = "\n".join(line for line in text.splitlines()
                      if line.strip() and not line.lstrip().startswith("#"))
     pip = re.fullmatch(
