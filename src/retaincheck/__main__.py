@@ -424,16 +424,19 @@ class _Tee:
     def sync(self, seconds: float = 2.0) -> None:
         """Wait until what was written so far has been passed on: a program killed by a signal
         in its exit work then loses none of what it printed before (rev28a F8b)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if not self.pending() and not self.busy:
+                return
+            time.sleep(0.002)
+
+    def pending(self) -> int:
+        """How many bytes the pipe holds that the thread has not read yet."""
         import fcntl
         import struct
         import termios
 
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            pending = fcntl.ioctl(self.read, termios.FIONREAD, b"\0\0\0\0")
-            if not struct.unpack("i", pending)[0] and not self.busy:
-                return
-            time.sleep(0.002)
+        return struct.unpack("i", fcntl.ioctl(self.read, termios.FIONREAD, b"\0\0\0\0"))[0]
 
     def close(self) -> bytes | None:
         """What the program wrote (while a process it started holds the pipe: what it holds
@@ -455,13 +458,8 @@ class _Tee:
             # A process the program started still holds the pipe (a spawn Pool's resource
             # tracker, a detached job): no end comes, so what the pipe holds now is read and
             # compared (rev27n F8: the comparison was skipped, after a 10 s wait).
-            import fcntl
-            import struct
-            import termios
-
             for _ in range(100):
-                pending = fcntl.ioctl(self.read, termios.FIONREAD, b"\0\0\0\0")
-                if not struct.unpack("i", pending)[0]:
+                if not self.pending():
                     break
                 time.sleep(0.02)
             time.sleep(0.05)  # the thread keeps the last chunk it read

@@ -333,21 +333,17 @@ def _line_map(old: bytes, new: bytes):
     return where
 
 
-def _prove(edits: dict, changed: int, program, lang: str):
-    """Rerun ``program`` with the edits; a failed proof turns each changed site to needed."""
+def _prove(edits: dict, changed: int, program, lang: str, originals: dict):
+    """Rerun ``program`` with the edits (``originals``: each file's text before them); a
+    failed proof turns each changed site to needed."""
     from ._proof import prove, real_line
 
     sites = [site for _, changed_sites in edits.values() for site in changed_sites]
     forced = [line for site in sites if (line := real_line(site.record, site.path))]
     # the rerun runs the edited files: a removal that spanned lines (a formatter's
     # `x.backward(\n    retain_graph=True,\n)`) moves the lines below it up (rev28a F4)
-    moved = {}
-    for path, (new, _) in edits.items():
-        try:
-            with open(path, "rb") as f:
-                moved[os.path.realpath(path)] = _line_map(f.read(), new)
-        except OSError:
-            pass
+    moved = {os.path.realpath(path): _line_map(originals[path], new)
+             for path, (new, _) in edits.items() if originals.get(path) is not None}
     forced = [(path, moved[path](line)) if path in moved else (path, line)
               for path, line in forced]
     proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, forced)
@@ -475,7 +471,7 @@ def fix(report, completed: bool, status: int = 0, *, write: bool = False,
     originals = {path: _read(path) for path in edits}  # what the plan and the proof edited
     proof = None
     if edits and program is not None and not skip_proof:
-        proof = _prove(edits, changed, program, lang)
+        proof = _prove(edits, changed, program, lang, originals)
     problem = None
     if write and (proof is None or proof.proven):
         problem = _write(edits, originals, lang)
