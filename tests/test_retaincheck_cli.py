@@ -86,6 +86,29 @@ def test_empty_report_for_a_script_without_retain():
         "torch.multiprocessing.spawn, is not audited)" in proc.stdout  # rev28b F13
 
 
+@pytest.mark.proof  # a spawned rank: a new interpreter that imports torch (about 4 s)
+def test_the_ranks_torch_multiprocessing_spawn_starts_are_not_audited(tmp_path):
+    """The Limits' sentence: a rank that torch.multiprocessing.spawn starts passes
+    retain_graph=True unseen, and the report says no call in this process used it."""
+    script = tmp_path / "ranks.py"
+    script.write_text(
+        "import torch\nimport torch.multiprocessing as mp\n\n"
+        "def rank(i):\n"
+        "    x = torch.ones(2, requires_grad=True)\n"
+        "    y = (x * x).sum()\n"
+        "    y.backward(retain_graph=True)\n"
+        "    y.backward()\n"
+        "    print('rank', i, 'grad', x.grad.tolist(), flush=True)\n\n"
+        "if __name__ == '__main__':\n"
+        "    mp.spawn(rank, nprocs=1)\n"
+    )
+    proc = cli(script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rank 0 grad [4.0, 4.0]" in proc.stdout + proc.stderr  # the flag's call did run
+    assert "no backward() or autograd.grad() call used retain_graph=True in this process" \
+        in proc.stdout
+
+
 def test_the_script_gets_its_own_argv_and_runs_as_main(tmp_path):
     script = tmp_path / "args.py"
     script.write_text(

@@ -33,6 +33,7 @@ EXPECTED = {
     "early_bound_grad.py": (NEEDED, NEEDED, True),  # item 3: a name bound before the audit
     "rnn_step_plain.py": (NEEDED, LEAK, False),  # item 4: the step's in-place error stops it
     "rnn_step_fused.py": (NEEDED, LEAK, True),  # item 4: a fused step, no error
+    "leak_with_trained_tensor.py": (NEEDED, LEAK, True),  # the leak advice's second half
     "grad_read_between.py": (NEEDED, NEEDED, True),  # item 5: x.grad read between the calls
     "hook_per_loss.py": (NEEDED, NEEDED, True),  # S1: a hook records each loss's gradient
     "copy_slices.py": (NEEDED, NEEDED, True),  # item 6: CopySlices holds saved tensors
@@ -160,6 +161,35 @@ def test_the_search_for_reads_is_what_makes_saved_read_safe(monkeypatch):
     monkeypatch.setattr(reads, "_cache", {})
     _, report = run(FIXTURES / "saved_read.py", audited=True)
     assert report.calls[0].verdict == NOT_NEEDED
+
+
+def test_the_leak_advice_for_a_tensor_trained_every_step():
+    """The leak suggestion's second half (docs/retaincheck.md, "needed only because history
+    leaks"): detaching the hidden state is not enough while a tensor computed once before the
+    loop is walked by every step; detaching that tensor too stops its gradient; computed
+    inside the loop it needs no flag and gets the same gradients (the same operations in the
+    same order, so equal to the last bit)."""
+    path = FIXTURES / "leak_with_trained_tensor.py"
+    _, report = run(path, audited=True)
+    (call,) = report.calls
+    assert call.verdict == LEAK and call.suggestion.endswith(
+        "(a tensor computed once before the loop and trained through every step), compute it "
+        "inside the loop instead")
+    once = "prompt = embed(torch.tensor([1, 2, 3])).mean(0, keepdim=True)  # computed once\n"
+    source = path.read_text(encoding="utf-8")
+    assert source.count(once) == 1
+    detached = source.replace("    h = cell(", "    h = h.detach()\n    h = cell(")
+    kept, _ = run(path, detached)  # the hidden state detached, the flag kept
+    assert kept[0] is not None and kept[0].abs().sum() > 0
+    without, _ = run(path, detached.replace("retain_graph=True", ""))
+    assert isinstance(without, RuntimeError) and "a second time" in str(without)
+    both, _ = run(path, detached.replace("keepdim=True)  # computed once",
+                                         "keepdim=True).detach()").replace("retain_graph=True", ""))
+    assert both[0] is None and torch.equal(both[1], kept[1])  # no gradient reaches embed
+    inside = detached.replace(once, "").replace(
+        "    h = h.detach()\n", "    h = h.detach()\n    " + once).replace("retain_graph=True", "")
+    moved, _ = run(path, inside)
+    assert same(moved, kept)
 
 
 def test_a_leak_seen_before_the_pass_raises_is_still_a_leak():
