@@ -1539,6 +1539,37 @@ def test_with_the_temporary_folder_inside_the_working_folder_the_set_aside_goes_
     assert not list(tmp_path.glob(".retaincheck-aside-*"))  # emptied and removed
 
 
+@pytest.mark.proof
+def test_with_no_folder_above_on_its_file_system_what_was_made_stays_and_is_watched(tmp_path):
+    """The docs' sentence on a working folder that is a mount point: with no folder above it
+    on its file system (here _above_on is made to find none, as on a mount point, and TMPDIR
+    lies inside the folder), what the audited run made stays in place, and the rerun's look
+    at it (a recursive glob for a checkpoint) makes the proof fail instead of a false 6."""
+    work = tmp_path / "work"
+    (work / "tmp").mkdir(parents=True)
+    (work / "resume.py").write_text(
+        "import glob\nimport os\n\nimport torch\n\n"
+        "if glob.glob('**/ckpt_*.txt', recursive=True):  # resume from a checkpoint\n"
+        "    raise SystemExit(0)\n"
+        "x = torch.ones(3, requires_grad=True)\nz = x.exp()\n"
+        "z.sum().backward(retain_graph=True)\n"
+        "getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n"
+        "os.makedirs('ckpts', exist_ok=True)\nopen('ckpts/ckpt_1.txt', 'w').close()\n")
+    code = ("import sys\nimport retaincheck._proof as p\np._above_on = lambda *a: None\n"
+            "from retaincheck.__main__ import main\n"
+            "sys.exit(main(['--fail-on-unneeded', 'resume.py']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True,
+                          text=True, timeout=180, check=False,
+                          env={**os.environ, "TMPDIR": str(work / "tmp")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT proven: the rerun read ., which the audited run had written" in proc.stderr, \
+        proc.stdout + proc.stderr
+    assert "set aside" not in proc.stderr  # nothing was
+    assert (work / "ckpts" / "ckpt_1.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    assert sorted(p.name for p in work.iterdir()) == ["ckpts", "resume.py", "tmp"]
+
+
 FROM_FILE = """import torch
 
 w = torch.ones(3, requires_grad=True)
