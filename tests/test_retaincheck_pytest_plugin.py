@@ -292,6 +292,9 @@ def test_a_graph_that_outlives_its_test_is_never_reported(pytester, monkeypatch)
     result.assert_outcomes(passed=4)
     listed = [line for line in section(result) if line.startswith("test_shared.py:")]
     assert listed == ["test_shared.py:25  own_loss.backward(retain_graph=True)"], result.outlines
+    assert section(result)[-1] == (  # said, not dropped silently (rev29b N-n03)
+        "kept, not listed: test_shared.py:12: looked not needed, but the graph outlived its test "
+        "(a fixture of wider scope or a global held it), and a later test may walk it unseen")
 
 
 def test_an_unknown_language_is_one_line_and_a_usage_error(pytester, monkeypatch):

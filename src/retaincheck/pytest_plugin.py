@@ -585,5 +585,9 @@ class _Plugin:
                 tr.write_line(m("p_proof", how=how))
                 if not refuted:
                     tr.write_line(m("p_fail", status=EXIT_UNNEEDED))
+        outlived = sorted(k for k, v in self.sites.items()
+                          if v["unneeded_in"] and not v["needed"] and k in self.outlived)
+        if outlived:  # left out of the list above: said, not dropped silently (rev29b N-n03)
+            tr.write_line(m("p_outlived", sites=", ".join(outlived)))
         if self.unaudited:
             tr.write_line(m("p_unaudited", n=len(self.unaudited)))
