@@ -1570,6 +1570,76 @@ def test_with_no_folder_above_on_its_file_system_what_was_made_stays_and_is_watc
     assert sorted(p.name for p in work.iterdir()) == ["ckpts", "resume.py", "tmp"]
 
 
+LEFT_OPEN = """import csv
+import sys
+import tempfile
+import zipfile
+
+import torch
+
+import logsetup  # a module of the project's own that opens a log and never closes it
+
+
+class Tee:  # the copied "Logger(object)" that sends stdout to a file too, kept in a global
+    def __init__(self, name):
+        self.terminal, self.log = sys.stdout, open(name, "w")
+
+    def write(self, text):
+        self.terminal.write(text)
+        self.log.write(text)
+
+    def flush(self):
+        pass
+
+
+tee = Tee("out.txt")
+sys.stdout = tee
+metrics = csv.writer(open("metrics.csv", "w", newline=""))  # never closed
+preds = zipfile.ZipFile("preds.zip", "w")  # never closed: its directory is written at exit
+scratch = tempfile.NamedTemporaryFile(dir=".", prefix="scratch-")  # removed at exit
+w = torch.ones(3, requires_grad=True)
+for step in range(2):
+    (w * 2).pow(2).sum().backward(retain_graph=True)
+    (w * 3).pow(2).sum().backward()
+    metrics.writerow([step, w.grad.sum().item()])
+    preds.writestr(f"step{step}.txt", str(step))
+    logsetup.LOG.write(f"step {step}\\n")
+    print("step", step)
+"""
+
+
+@pytest.mark.proof
+def test_the_audited_run_ends_as_python_does_files_left_open_are_written(tmp_path):
+    """rev30a H1: under the proof, the audited run's child ended with os._exit, so a file the
+    program left open (a csv writer, a tee of stdout kept in a global, a log in a module of
+    its own) was never flushed, a ZipFile never got its directory and a NamedTemporaryFile
+    stayed. The folder after the gate must be as a plain run leaves it."""
+    plain, gated = tmp_path / "plain", tmp_path / "gated"
+    for folder in (plain, gated):
+        folder.mkdir()
+        (folder / "train.py").write_text(LEFT_OPEN)
+        (folder / "logsetup.py").write_text("LOG = open('module.log', 'w')\n")
+    run = subprocess.run([sys.executable, "train.py"], cwd=plain, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    proc = cli("--fail-on-unneeded", "train.py", cwd=gated)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "proven: the rerun exited 0 as the audited run did" in proc.stderr
+
+    def files(folder):  # (a zip's entries, not its bytes: they hold the time of writing)
+        import zipfile
+
+        return {p.name: (p.read_bytes() if p.suffix != ".zip" else
+                         {n: zipfile.ZipFile(p).read(n) for n in zipfile.ZipFile(p).namelist()})
+                for p in folder.iterdir() if p.is_file()}
+
+    left = files(gated)
+    assert sorted(left) == sorted(files(plain)) == [
+        "logsetup.py", "metrics.csv", "module.log", "out.txt", "preds.zip", "train.py"]
+    assert left == files(plain)
+    assert left["out.txt"] == b"step 0\nstep 1\n" and left["module.log"]
+
+
 FROM_FILE = """import torch
 
 w = torch.ones(3, requires_grad=True)

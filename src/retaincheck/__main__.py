@@ -590,17 +590,22 @@ _AFTER_MAIN_CODE: list = []  # called when the program's main code has ended (th
 _AUDITING: list = []  # the audit of the program now running (main's hard_exit ends it)
 
 
-def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None]:
+def _run_program(opts: Options, code, finalize: bool = False
+                 ) -> tuple[object, int, BaseException | None]:
     """Run the program under the audit: (report, exit status, what stopped it or None).
 
     A script runs in its own ``__main__`` module, which stays in ``sys.modules`` until its
     threads and ``atexit`` handlers are done (``runpy.run_path`` would also set
-    ``sys.argv[0]`` to the absolute path, which python does not).
+    ``sys.argv[0]`` to the absolute path, which python does not). With ``finalize`` (the
+    audited run's child, which ends with ``os._exit``), the program's objects are then
+    finalized as at the interpreter's exit (``_end_like_python``).
     """
     from ._audit import audit
 
     status, stopped = 0, None
     saved_main = sys.modules.get("__main__")
+    modules_before = {id(m) for m in list(sys.modules.values())}
+    globals_of: list = []  # the program's __main__ globals, once it runs
     try:
         context = audit()
         with context as report:
@@ -611,10 +616,11 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
             try:
                 context._session.files.add(_program_file(opts, code))
                 if opts.module is not None:
-                    runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+                    _run_module(opts.module, globals_of)
                 else:
                     module = _main_module(code.co_filename)
                     sys.modules["__main__"] = module
+                    globals_of.append(module.__dict__)
                     exec(code, module.__dict__)
             except BaseException as exc:  # noqa: B036 (the program's own end, whatever it is)
                 status = _status_of(exc)
@@ -645,7 +651,68 @@ def _run_program(opts: Options, code) -> tuple[object, int, BaseException | None
     finally:
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
+    if finalize:
+        _end_like_python(globals_of, [m for m in list(sys.modules.values())
+                                      if id(m) not in modules_before])
     return report, status, stopped
+
+
+def _run_module(name: str, seen: list) -> None:
+    """``runpy.run_module(name, run_name="__main__", alter_sys=True)``; the module's own
+    globals are appended to ``seen`` as it starts. run_module returns only a copy of them, and
+    clearing a copy at the end (``_end_like_python``) frees nothing that the program's
+    functions still hold through their ``__globals__``; so they are taken from runpy's private
+    ``_run_code`` on the way (no public hook gives them). Without it, the copy, at the end."""
+    run_code = getattr(runpy, "_run_code", None)
+    if run_code is not None:
+        def spy(code, run_globals, *args, **kwargs):
+            seen.append(run_globals)
+            return run_code(code, run_globals, *args, **kwargs)
+
+        runpy._run_code = spy
+    try:
+        copy = runpy.run_module(name, run_name="__main__", alter_sys=True)
+    finally:
+        if run_code is not None:
+            runpy._run_code = run_code
+    if not seen:
+        seen.append(copy)
+
+
+def _end_like_python(namespaces: list, imported: list) -> None:
+    """What the interpreter's exit does to what the program leaves alive, after its exit
+    handlers: its modules' globals are set to None, those with one leading underscore first,
+    the modules imported last first (``Py_FinalizeEx``, ``finalize_modules`` in
+    ``Python/pylifecycle.c``; ``_PyModule_ClearDict`` in ``Objects/moduleobject.c``); then a
+    collection. Done in the audited run's child, which ends with ``os._exit`` and would do
+    none of it (rev30a H1: a log opened once and never closed was left empty, a ``ZipFile``
+    without its directory, a ``NamedTemporaryFile`` in place). The program's own modules
+    only: an installed package's (or the standard library's) are left as they are, as its
+    threads may still run. Not the interpreter's own order in every case: its collection
+    comes first, with the globals in place."""
+    import gc
+    import types
+
+    from ._fix import _installed
+
+    try:
+        own, ours = [], os.path.dirname(os.path.realpath(__file__)) + os.sep
+        for module in reversed(imported):  # (sys.modules may hold other objects, or aliases)
+            file = getattr(module, "__file__", None)
+            if (isinstance(module, types.ModuleType) and isinstance(file, str)
+                    and os.path.isabs(file)):
+                real = os.path.realpath(file)
+                if not real.startswith(ours) and not _installed(real):
+                    own.append(vars(module))
+        gc.collect()
+        for names in (*own, *namespaces[:1]):
+            for key in [k for k in names if k.startswith("_") and not k.startswith("__")]:
+                names[key] = None
+            for key in [k for k in names if k != "__builtins__"]:
+                names[key] = None
+        gc.collect()
+    except BaseException:  # noqa: B036 (Ctrl-C, a finalizer's SystemExit: as at exit, ignored)
+        pass  # (the report is what matters now; a failure here leaves the rest as os._exit would)
 
 
 def _rank() -> tuple[int, int] | None:
@@ -938,7 +1005,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os._exit = hard_exit
     try:
-        report, status, stopped = _run_program(opts, code)
+        report, status, stopped = _run_program(opts, code, finalize=proving)
     finally:
         os._exit = _REAL_EXIT
         _AUDITING.clear()
