@@ -591,3 +591,24 @@ def test_a_forked_child_still_running_at_the_end_means_could_not_tell():
     assert (call.verdict, call.running_children) == ("could not tell: kept", [pid])
     assert f"a child process forked during the run (pid {pid}) was still running" in \
         report.format()
+
+
+def test_site_packages_inside_the_standard_librarys_folder_is_still_searched(monkeypatch):
+    """pyenv, python.org's builds and the python Docker image put site-packages inside the
+    standard library's folder (lib/python3.X/site-packages): its packages were taken for the
+    standard library's and never searched for saved-tensor reads, so an installed helper that
+    read grad_fn._saved_result left the site "not needed" (found in review, rev30)."""
+    import sysconfig
+
+    from retaincheck import _reads
+
+    lib = os.path.join(os.sep, "opt", "py", "lib", "python3.X")
+    paths = {"stdlib": lib, "platstdlib": lib, "purelib": os.path.join(lib, "site-packages"),
+             "platlib": os.path.join(lib, "site-packages")}
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: paths)
+    monkeypatch.setattr(_reads, "_dirs", None)
+    monkeypatch.setattr(_reads, "_kinds", {})
+    assert _reads._kind(os.path.join(lib, "site-packages", "helper", "__init__.py")) == 1
+    assert _reads._kind(os.path.join(lib, "json", "__init__.py")) == 0  # the standard library
+    assert _reads._kind(torch.__file__) == 0 and _reads._kind(retaincheck.__file__) == 0
+    assert _reads._kind(os.path.join(os.sep, "home", "me", "train.py")) == 2

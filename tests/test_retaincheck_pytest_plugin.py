@@ -906,3 +906,33 @@ def test_a_log_kept_with_tee_in_the_folder_is_not_the_tests(tmp_path):
         timeout=180, check=False)
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "proven: the rerun exited 0 as the audited run did" in proc.stdout, proc.stdout
+
+
+SAVED_READ_EXAMPLE = """>>> import torch
+>>> w = torch.ones(3, requires_grad=True)
+>>> y = (w * 2).exp().sum()
+>>> node = y.grad_fn.next_functions[0][0]
+>>> y.backward(retain_graph=True)
+>>> node._saved_result.shape
+torch.Size([3])
+"""
+
+
+def test_a_saved_tensor_read_in_a_doctest_or_a_markdown_fence_keeps_the_site(pytester,
+                                                                              monkeypatch):
+    """rev30b F-x5: a doctest example (compiled and run by the standard library's doctest)
+    that reads a saved tensor after the retaining backward() was not seen; rev30b F-x4: a
+    Markdown fence that pytest-markdown-docs compiles under the Markdown file's name was
+    searched as that file, which is not Python. Both sites were listed "not needed"; without
+    the flag both tests fail. A fence with no read is still listed."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makefile(".txt", guide=SAVED_READ_EXAMPLE)
+    fence = SAVED_READ_EXAMPLE.replace(">>> ", "").replace("torch.Size([3])\n", "")
+    plain = "".join(line for line in fence.splitlines(True) if "node" not in line) + "w.grad\n"
+    pytester.makefile(".md", README=f"# Saved tensors\n\n```python\n{fence}```\n\n```python\n"
+                      f"{plain}```\n")
+    result = run(pytester, "-p", "pytest_markdown_docs", "--markdown-docs",
+                 "--doctest-glob=*.txt", "--retaincheck", "guide.txt", "README.md")
+    result.assert_outcomes(passed=3)
+    listed = [line for line in section(result) if "backward(retain_graph=True)" in line]
+    assert listed == ["README.md:16  y.backward(retain_graph=True)"], result.outlines

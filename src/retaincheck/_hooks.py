@@ -240,6 +240,8 @@ class Session:
         self.stack_codes: set = set()  # code objects seen on retaining calls' stacks
         # "file:line (exec'd code)" for code with no file that may read saved tensors
         self.dynamic_reads: list[str] = []
+        self.stdlib_unclean: set[str] = set()  # names of strings with a read, compiled by
+        # the standard library (doctest)
         self.compiled_clean: bool | None = None  # the strings compiled since the last exec
         # (file name, line) of every user frame on the stack of a backward()/grad() call: a
         # call in a site's function whose lines are not here did not run (_untaken)
@@ -257,10 +259,14 @@ class Session:
         package's (not torch, the standard library or importlib): a string compiled is
         searched for saved-tensor reads; code run whose file cannot be read counts as a read
         unless every string compiled since the last such run was searched and had none."""
-        from ._reads import _kind, lines_reading_saved_tensors
+        from ._reads import _kind, _python_file, _stdlib, lines_reading_saved_tensors
 
         caller = frame.f_code.co_filename
-        if caller.startswith("<frozen") or _kind(caller) == 0:
+        if caller.startswith("<frozen"):
+            return
+        if _kind(caller) == 0:
+            if _stdlib(caller):  # doctest, code, pdb: examples a user wrote (rev30b F-x5)
+                self.stdlib_code(event, args)
             return
         if event == "compile":
             source, filename = args[0], args[1]
@@ -279,9 +285,33 @@ class Session:
         clean, self.compiled_clean = self.compiled_clean, None
         if isinstance(filename, str) and os.path.isfile(filename):
             self.files.add(filename)  # a file's code, exec'd: the search reads the file
-            return
+            if clean is not False or _python_file(filename):
+                return
+            # a string with a read compiled under the name of a file that is not Python (a
+            # Markdown fence that pytest-markdown-docs runs: rev30b F-x4), which the search
+            # cannot read
         if not clean:
             where = f"{self.display_path(caller)}:{frame.f_lineno} (exec'd code)"
+            if where not in self.dynamic_reads:
+                self.dynamic_reads.append(where)
+
+    def stdlib_code(self, event, args):
+        """A ``compile``/``exec`` by the standard library: only a string compiled with a read,
+        then run, counts (a doctest example: rev30b F-x5); the library's own generated code
+        (namedtuple, dataclasses) reads nothing, and code it runs unseen is not counted."""
+        from ._reads import lines_reading_saved_tensors
+
+        if event == "compile":
+            source, filename = args[0], args[1]
+            if isinstance(source, bytes):
+                source = source.decode("utf-8", "replace")
+            if isinstance(source, str) and lines_reading_saved_tensors(source):
+                self.stdlib_unclean.add(str(filename))
+            return
+        code = args[0]
+        filename = str(getattr(code, "co_filename", ""))
+        if filename in self.stdlib_unclean:
+            where = f"{filename}:{getattr(code, 'co_firstlineno', 1)} (exec'd code)"
             if where not in self.dynamic_reads:
                 self.dynamic_reads.append(where)
 

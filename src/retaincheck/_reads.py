@@ -377,17 +377,33 @@ def _kind(name: str) -> int:
             import torch
 
             paths = sysconfig.get_paths()
-            left_out = {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
-            left_out.update(paths[k] for k in ("stdlib", "platstdlib") if paths.get(k))
+            ours = {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
             installed = {paths[k] for k in ("purelib", "platlib") if paths.get(k)}
+            stdlib = {paths[k] for k in ("stdlib", "platstdlib") if paths.get(k)}
+            # in this order: site-packages often lies inside the standard library's folder
+            # (pyenv, python.org's builds, the python Docker image: lib/python3.X/site-packages)
+            # and was then taken for it, its packages never searched (a false "not needed")
             _dirs = tuple(
                 tuple(os.path.realpath(d) + os.sep for d in group)
-                for group in (left_out, installed)
+                for group in (ours, installed, stdlib)
             )
         real = os.path.realpath(name)
-        kind = 0 if real.startswith(_dirs[0]) else 1 if real.startswith(_dirs[1]) else 2
+        kind = (0 if real.startswith(_dirs[0]) else 1 if real.startswith(_dirs[1])
+                else 0 if real.startswith(_dirs[2]) else 2)
         _kinds[name] = kind
     return kind
+
+
+def _stdlib(name: str) -> bool:
+    """A file of the standard library (not torch's, retaincheck's or an installed package's)."""
+    _kind(name)  # sets _dirs
+    real = os.path.realpath(name)
+    return real.startswith(_dirs[2]) and not real.startswith(_dirs[0] + _dirs[1])
+
+
+def _python_file(path: str) -> bool:
+    """Whether the search can read the file as Python (a Markdown file cannot)."""
+    return _tree(path) is not None
 
 
 def reads_in(filenames, before=None) -> list[str]:
