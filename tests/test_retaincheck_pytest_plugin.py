@@ -936,3 +936,30 @@ def test_a_saved_tensor_read_in_a_doctest_or_a_markdown_fence_keeps_the_site(pyt
     result.assert_outcomes(passed=3)
     listed = [line for line in section(result) if "backward(retain_graph=True)" in line]
     assert listed == ["README.md:16  y.backward(retain_graph=True)"], result.outlines
+
+
+@pytest.mark.proof  # a session with an xdist worker (a new interpreter that imports torch)
+def test_under_xdist_a_conftest_that_moves_folder_still_keeps_an_outlived_graph(tmp_path):
+    """rev30b F-x1: an xdist worker started after a conftest moved to the tests' folder named
+    the outlived site from there (test_enc.py:13), the main process from its own folder
+    (tests/test_enc.py:13): the site was listed "not needed", and without the flag the
+    second test fails."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(
+        "import os\n\nos.chdir(os.path.dirname(os.path.abspath(__file__)))\n")
+    (tests / "test_enc.py").write_text(
+        "import pytest\nimport torch\n\n\n@pytest.fixture(scope='module')\ndef encoded():\n"
+        "    w = torch.ones(3, requires_grad=True)\n    return w, (w * 2).exp()\n\n\n"
+        "def test_head_a(encoded):\n    w, h = encoded\n"
+        "    h.sum().backward(retain_graph=True)\n\n\n"
+        "def test_head_b(encoded):\n    w, h = encoded\n    h.pow(2).sum().backward()\n")
+    env = {k: v for k, v in os.environ.items()  # this suite's own xdist workers: not there
+           if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD" and not k.startswith("PYTEST_XDIST")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+         "-p", "no:randomly", "-n", "1", "--retaincheck"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no retain_graph=True found not needed (2 tests audited" in proc.stdout, proc.stdout
+    assert "kept, not listed: tests/test_enc.py:13: looked not needed" in proc.stdout

@@ -267,11 +267,13 @@ def _kept_graphs(context) -> list:
     return kept
 
 
-def _site_key(record, root: str) -> str:
+def _site_id(record) -> tuple:
+    """(file, line, real path and line or None) of a record: what ``_site_name`` names."""
     from ._proof import real_line
 
     call = record.to_dict()
-    return _site_name(call["file"], call["line"], real_line(record), root)
+    real = real_line(record)
+    return (call["file"], call["line"], tuple(real) if real else None)
 
 
 def _site_name(file: str, line: int, real, root: str) -> str:
@@ -344,12 +346,13 @@ class _Plugin:
                 del item.stash[_AUDIT]
                 kept = _kept_graphs(context)
                 context.__exit__(None, None, None)
-                root = str(item.config.invocation_params.dir)
+                # named in the main process, from its own folder: an xdist worker's may be
+                # another (a conftest that moves to the tests' folder: rev30b F-x1)
                 self.pending = [(ref, keys) for ref, records in kept
-                                if (keys := {_site_key(r, root) for r in records
+                                if (keys := {_site_id(r) for r in records
                                              if r.verdict == "not needed"})]
 
-    def _outlived(self) -> list[str]:
+    def _outlived(self) -> list[tuple]:
         """The sites that looked not needed in the test before, whose kept graph still lives
         now that its function-scoped fixtures and locals are gone (rev28b F1: a module-scoped
         fixture's loss, walked by a later test the audit of that test no longer watched)."""
@@ -359,7 +362,8 @@ class _Plugin:
         import gc
 
         gc.collect()
-        return sorted({key for ref, keys in pending if ref() is not None for key in keys})
+        return sorted({key for ref, keys in pending if ref() is not None for key in keys},
+                      key=repr)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -396,7 +400,9 @@ class _Plugin:
         if report.when != "teardown" or raw is None:
             return
         data = json.loads(raw)
-        self.outlived.update(data.get("outlived", ()))  # an earlier test's graph outlived it
+        self.outlived.update(  # an earlier test's graph outlived it
+            _site_name(file, line, real, self.root)
+            for file, line, real in data.get("outlived", ()))
         if not data["audited"]:
             if not data["marked"]:
                 self.unaudited.append(report.nodeid)
