@@ -757,3 +757,107 @@ def test_a_rerun_that_never_runs_the_site_proves_nothing(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: the rerun never ran train.py:10 (it took another path" in proc.stderr, \
         proc.stderr
+
+
+def _signal_when(command: list[str], cwd: Path, marker: str, number: int, group: bool):
+    """Start ``command`` in a session of its own, wait until ``marker`` exists in ``cwd``,
+    then send ``number`` to its process (``group``: to its whole process group, as ``scancel``,
+    ``timeout`` or a terminal's Ctrl-C do): (exit status, stdout, stderr)."""
+    import signal
+    import time
+
+    gate = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (cwd / marker).exists():
+            assert time.monotonic() < deadline and gate.poll() is None, gate.communicate()
+            time.sleep(0.05)
+        (os.killpg if group else os.kill)(gate.pid, number)
+        out, err = gate.communicate(timeout=60)
+    finally:
+        if gate.poll() is None:
+            os.killpg(gate.pid, signal.SIGKILL)
+            gate.wait()
+    return gate.returncode, out, err
+
+
+PREEMPTED = """import signal
+import sys
+import time
+
+import torch
+
+
+def save_and_leave(number, frame):  # a preemption checkpoint (SLURM, Kubernetes)
+    with open("ckpt.txt", "a") as f:
+        f.write("saved\\n")
+    time.sleep(1.5)  # a second SIGTERM now would start a second save
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, save_and_leave)
+w = torch.ones(3, requires_grad=True)
+for step in range(600):
+    (w * 2).exp().sum().backward(retain_graph=True)
+    if step == 2:
+        open("running", "w").close()
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.proof  # the audited run, stopped
+@pytest.mark.parametrize("group", [False, True], ids=["to-retaincheck", "to-the-job"])
+def test_a_stop_signal_during_the_audited_run_is_the_programs_once(tmp_path, group):
+    """rev30a H2, rev30b F-k4, F-k5: SIGTERM sent to retaincheck ended it and left the
+    program running, orphaned; sent to the whole job, it killed retaincheck while the program
+    saved its checkpoint. Now the program gets it once, either way (a second SIGTERM would
+    save twice), retaincheck waits for it, exits with its status, and starts no rerun."""
+    import signal
+
+    (tmp_path / "train.py").write_text(PREEMPTED)
+    status, out, err = _signal_when(
+        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "train.py"], tmp_path,
+        "running", signal.SIGTERM, group)
+    assert status == 0, out + err
+    assert (tmp_path / "ckpt.txt").read_text() == "saved\n"
+    assert "NOT proven: the audited run got SIGTERM, so no rerun was started" in err, err
+    assert "COULD NOT TELL: KEPT" in out
+
+
+@pytest.mark.proof  # the audited run, then a rerun, stopped
+def test_sigterm_to_retaincheck_stops_the_program_and_the_reruns_processes(tmp_path):
+    """rev30a H2: a program that does not handle SIGTERM dies of it, as in a plain run, not
+    left running after retaincheck. rev30b F-k2: SIGTERM during the rerun killed retaincheck
+    and the rerun, but a process the rerun had started wrote in the folder after retaincheck
+    had put it back and exited; the rerun's process group is now killed whole."""
+    import signal
+    import time
+
+    work = tmp_path / "work"  # (the audited run's files in it are set aside for the rerun)
+    work.mkdir()
+    (work / "train.py").write_text(
+        "import os\nimport subprocess\nimport sys\n\nimport torch\n\n"
+        "w = torch.ones(3, requires_grad=True)\n(w * 2).exp().sum().backward(retain_graph=True)\n"
+        "if os.path.exists('../first'):  # the rerun: its evaluation job writes late\n"
+        "    open('../rerun-started', 'w').close()\n"
+        "    subprocess.run([sys.executable, '-c', 'import time; time.sleep(2); "
+        "open(\\'late.txt\\', \\'w\\').close()'])\n"
+        "open('../first', 'w').close()\n")
+    status, out, err = _signal_when(
+        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "train.py"], work,
+        "../rerun-started", signal.SIGTERM, False)
+    assert status == 143, out + err
+    time.sleep(3)
+    assert not (work / "late.txt").exists()
+    (tmp_path / "loop.py").write_text(
+        "import time\n\nimport torch\n\nw = torch.ones(3, requires_grad=True)\n"
+        "(w * 2).exp().sum().backward(retain_graph=True)\nopen('running', 'w').close()\n"
+        "for i in range(100):\n    time.sleep(0.1)\n    open('beat', 'a').write('.')\n")
+    status, out, err = _signal_when(
+        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "loop.py"], tmp_path,
+        "running", signal.SIGTERM, False)
+    assert status == 143 and "killed by signal 15" in err, out + err
+    beats = (tmp_path / "beat").read_text() if (tmp_path / "beat").exists() else ""
+    time.sleep(1)
+    assert ((tmp_path / "beat").read_text() if (tmp_path / "beat").exists() else "") == beats

@@ -850,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
     if proving:
         from ._proof import (
             INTERRUPTED,
+            STOPPED,
             _adopted,
             adopt_orphans,
             changed_paths,
@@ -882,11 +883,18 @@ def main(argv: list[str] | None = None) -> int:
         # the pipe the program's standard output goes through, made here so that this
         # process can pass on what the child had not yet when it died (rev28a F8b)
         tee_pipe = _pipe_above_2()
+        # the child's signal wakeup fd: the stop signals it got itself (a Ctrl-C, a signal to
+        # the whole job), which this process must not pass on a second time
+        wake = _pipe_above_2()
         child = os.fork()
         if child:
             os.close(tee_pipe[1])
+            os.close(wake[1])
             os.environ.pop("RETAINCHECK_RUN")
-            outcome = _wait_for_the_audit(child, outcome_file)
+            try:
+                outcome = _wait_for_the_audit(child, outcome_file, wake[0])
+            finally:
+                os.close(wake[0])
             if isinstance(outcome, int):  # killed by a signal: its last output is in the pipe
                 _write_all(1, _drain(tee_pipe[0]))
             os.close(tee_pipe[0])
@@ -918,6 +926,13 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 signal.signal(signal.SIGINT, sigint)
                 INTERRUPTED.clear()
+                STOPPED.clear()
+        os.close(wake[0])
+        os.set_blocking(wake[1], False)
+        try:
+            signal.set_wakeup_fd(wake[1], warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: the parent passes on what it gets
+            os.close(wake[1])
         try:
             os.fstat(0)
             stdin_closed = False
@@ -1019,22 +1034,75 @@ def main(argv: list[str] | None = None) -> int:
     return report_on(report, status, stopped)
 
 
-def _wait_for_the_audit(child: int, outcome_file: str):
-    """Wait for the child that runs the program (Ctrl-C reaches it; this process lets it
-    end), and return what it left: (report, status, stopped, printed, given), or the exit
-    status it ended with when it left nothing (``os._exit``, killed by a signal)."""
-    import pickle
+_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
-    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        while True:
-            try:
-                _, wait_status = os.waitpid(child, 0)
-                break
-            except InterruptedError:
-                continue
-    finally:
-        signal.signal(signal.SIGINT, sigint)
+
+def _wait_for_the_audit(child: int, outcome_file: str, wake: int):
+    """Wait for the child that runs the program, and return what it left: (report, status,
+    stopped, printed, given), or the exit status it ended with when it left nothing
+    (``os._exit``, killed by a signal).
+
+    A stop signal sent to this process (``kill``, ``Popen.terminate()``, ``docker stop``, a
+    SLURM job's SIGUSR1) is the program's: this process does not end, and passes it on unless
+    the child got it too (rev30a H2, rev30b F-k4, F-k5: retaincheck ended and the program ran
+    on; a program that saves a checkpoint on SIGTERM was cut short). Sent to the whole job
+    (Ctrl-C, ``killpg``, ``scancel``, ``timeout``) it reaches the child itself: its wakeup fd
+    (``signal.set_wakeup_fd``, ``wake`` here) shows that within a second, or its end does, and
+    nothing is passed on twice. A signal the program does not handle kills it, then or when
+    passed on. Either way no rerun follows (``_proof.STOPPED``). Where signals cannot be
+    waited for (not Linux's ``sigtimedwait``, not the main thread), Ctrl-C is ignored here
+    and the rest is as by default."""
+    import pickle
+    import time
+
+    from ._proof import STOPPED
+
+    watched = {getattr(signal, name) for name in _STOP_SIGNALS if hasattr(signal, name)}
+    watched = {s for s in watched if signal.getsignal(s) is not signal.SIG_IGN}  # (nohup)
+    if hasattr(signal, "sigtimedwait") and (
+            threading.current_thread() is threading.main_thread()):
+        os.set_blocking(wake, False)
+        waited = watched | {signal.SIGCHLD}
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+        try:
+            child_got: dict[int, float] = {}  # signal -> when the child's handler saw it
+            pending: dict[int, float] = {}  # signal -> when it came here, not yet seen there
+            while True:
+                done, wait_status = os.waitpid(child, os.WNOHANG)
+                if done:
+                    break
+                now = time.monotonic()
+                try:
+                    for number in os.read(wake, 512):
+                        child_got[number] = now
+                        pending.pop(number, None)
+                except (BlockingIOError, OSError):
+                    pass
+                for number, since in list(pending.items()):
+                    if now - since >= 1.0:  # the child did not get it: it was this process's
+                        del pending[number]
+                        try:
+                            os.kill(child, number)
+                        except ProcessLookupError:
+                            pass
+                info = signal.sigtimedwait(waited, 0.05 if pending else 0.5)
+                if info is not None and info.si_signo in watched:
+                    STOPPED.append(info.si_signo)
+                    if time.monotonic() - child_got.get(info.si_signo, -9.0) >= 1.0:
+                        pending[info.si_signo] = time.monotonic()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    else:
+        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            while True:
+                try:
+                    _, wait_status = os.waitpid(child, 0)
+                    break
+                except InterruptedError:
+                    continue
+        finally:
+            signal.signal(signal.SIGINT, sigint)
     try:
         with open(outcome_file, "rb") as f:
             return pickle.load(f)

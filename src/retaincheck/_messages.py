@@ -478,6 +478,7 @@ EN.update({
     "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
     "freed-graph errors it catches",
     "proof_interrupted": "the rerun was interrupted (Ctrl-C)",
+    "proof_stopped": "the audited run got {signal}, so no rerun was started",
 })
 ZH.update({
     "gate_proof_one": "retaincheck：去掉这 1 处 retain_graph=True 后重新运行做了核对"
@@ -503,6 +504,7 @@ ZH.update({
     "k_child": "不改：无法判断（fork 出来的子进程 pid {pids} 仍在运行）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
     "proof_interrupted": "重新运行被中断了（Ctrl-C）",
+    "proof_stopped": "受检查的那次运行收到了 {signal}，所以没有重新运行",
 })
 
 CATALOGS = {"en": EN, "zh": ZH}

@@ -43,10 +43,24 @@ INTERRUPTED: list[int] = []
 """Ctrl-C while the rerun ran (``note_interrupt``): the rerun's outcome proves nothing."""
 
 
+STOPPED: list[int] = []
+"""Stop signals (SIGTERM, Ctrl-C, ...) the audited run got (``__main__._wait_for_the_audit``):
+no rerun is started after it (rev30a H2, rev30b F-k5, F-k6)."""
+
+_RERUN_GROUP: list[int] = []  # the process group of the rerun now running
+
+
 def note_interrupt(number, frame) -> None:
     """SIGINT handler of retaincheck's process while it reports and proves: the report is not
-    cut short, and a rerun that Ctrl-C reached is not taken for a failure (rev28a F2)."""
+    cut short, and a rerun that Ctrl-C reached is not taken for a failure (rev28a F2). The
+    rerun runs in a process group of its own, which the terminal's Ctrl-C does not reach: it
+    is passed on."""
     INTERRUPTED.append(number)
+    for group in _RERUN_GROUP:
+        try:
+            os.killpg(group, number)
+        except OSError:
+            pass
 
 
 @dataclass
@@ -498,15 +512,33 @@ def _above_on(device: int, inside: str) -> str | None:
 def _die_with_parent():
     """What the rerun's process runs before it starts: it is then killed when retaincheck dies,
     even by SIGKILL (Linux's parent-death signal), so that it does not go on writing in the
-    working folder while what the audited run made is set aside (rev28b F11). Looked up here,
-    in retaincheck's process: nothing is imported in the child between fork and exec."""
+    working folder while what the audited run made is set aside (rev28b F11). It starts a
+    process group of its own, which retaincheck kills whole when the rerun ends or retaincheck
+    is stopped: the processes the rerun started (xdist's workers, a script's subprocess) then
+    go too (rev30b F-k2: they wrote in the folder after retaincheck had put it back and
+    exited). Looked up here, in retaincheck's process: nothing is imported in the child
+    between fork and exec."""
+    setpgid = os.setpgid
     try:
         import ctypes
 
         prctl = ctypes.CDLL(None).prctl
     except (OSError, AttributeError):  # not Linux
-        return None
-    return lambda: prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        return lambda: setpgid(0, 0)
+
+    def start():
+        setpgid(0, 0)
+        prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+
+    return start
+
+
+def _kill_group(group: int) -> None:
+    """Kill what is left of the rerun's process group."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _ended_by_signals():
@@ -564,6 +596,9 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
     pass started from a ``forced`` line (real path, line) run without keeping its graph, in
     every Python process of the rerun (``_proof_site``); the reason is in ``lang``. What the
     audited run created is set aside for the rerun and put back after it (``_set_aside``)."""
+    if STOPPED:  # the user stopped the program (SIGTERM, Ctrl-C it caught): no second run
+        return Proof(False, message("proof_stopped", lang, signal=signal.Signals(
+            STOPPED[0]).name), 0.0, refutes=False)
     if (program.start or {}).get("token"):
         left = (program.start["left"] if "left" in program.start
                 else leftovers(program.start["token"]))
@@ -683,11 +718,27 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
                     {"input": program.stdin})  # b"": an empty pipe, not /dev/null (rev27w N1)
             # the descriptors the program was started with, beyond 0-2 (rev27w N20: fd 3)
             passed = tuple(fd for fd in (program.start or {}).get("fds", ()) if _inheritable(fd))
-            proc = subprocess.run(
-                [sys.executable, *options, "-c", boot, here, spec],
-                cwd=program.cwd, env=env, capture_output=True, check=False, pass_fds=passed,
-                preexec_fn=_die_with_parent(), **feed,
-            )
+            given = feed.pop("input", None)
+            # SIGTERM and SIGHUP end retaincheck through the finally below, which kills the
+            # rerun's group (the default action would leave its processes running)
+            restore = _ended_by_signals()
+            try:
+                with subprocess.Popen(
+                    [sys.executable, *options, "-c", boot, here, spec],
+                    cwd=program.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    stdin=subprocess.PIPE if given is not None else feed.get("stdin"),
+                    pass_fds=passed, preexec_fn=_die_with_parent(),
+                ) as popen:
+                    _RERUN_GROUP.append(popen.pid)
+                    try:
+                        out, err = popen.communicate(given)
+                    finally:
+                        _RERUN_GROUP.remove(popen.pid)
+                        _kill_group(popen.pid)
+                proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
+            finally:
+                if restore is not None:
+                    restore()
         except OSError as exc:
             return Proof(False, m("proof_no_start", error=exc.strerror or exc), 0.0,
                          refutes=False)
