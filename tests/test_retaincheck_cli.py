@@ -861,3 +861,18 @@ def test_sigterm_to_retaincheck_stops_the_program_and_the_reruns_processes(tmp_p
     beats = (tmp_path / "beat").read_text() if (tmp_path / "beat").exists() else ""
     time.sleep(1)
     assert ((tmp_path / "beat").read_text() if (tmp_path / "beat").exists() else "") == beats
+
+
+def test_a_json_report_that_cannot_be_written_is_one_line_after_the_report(tmp_path):
+    """rev30a H3: when the report file could not be put in place (here the program made a
+    folder at that path; a file another user owns in /tmp, a full disk), retaincheck crashed
+    with a traceback, printed no report and left PATH.tmpPID."""
+    (tmp_path / "one.py").write_text(
+        "import os\n\nimport torch\n\nw = torch.ones(3, requires_grad=True)\n"
+        "(w * 2).pow(2).sum().backward(retain_graph=True)\nos.mkdir('report.json')\n")
+    proc = cli("--json=report.json", "one.py", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "NOT NEEDED" in proc.stdout
+    assert [line for line in proc.stderr.splitlines() if line] == [
+        "retaincheck: error: --json=report.json: could not write it (Is a directory)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.py", "report.json"]

@@ -782,13 +782,23 @@ def _emit(stream, text: str) -> None:
     _write_whole(stream.fileno(), text)
 
 
-def _write_json_file(path: str, data: dict) -> None:
-    """Write the file whole: to a temporary file beside it, then renamed over it."""
+def _write_json_file(path: str, data: dict) -> str | None:
+    """Write the file whole: to a temporary file beside it, then renamed over it. Returns
+    why it could not (a file that may not be replaced, a full disk: rev30a H3, a traceback
+    and no report), or None."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return exc.strerror or str(exc)
+    return None
 
 
 def _unneeded(report) -> list:
@@ -1146,14 +1156,14 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         gate_proof = prove_unneeded(report, completed, status, dirs=[start_dir],
                                     program=program, skip_proof=opts.skip_proof,
                                     lang=opts.lang)
-    data = None
+    data = json_error = None
     if opts.json or opts.json_path:
         data = report.to_dict()
         if rank is not None:
             data = {"rank": rank[0], "world_size": rank[1], **data}
     if opts.json_path:
         path = _rank_path(opts.json_path, rank[0]) if rank else opts.json_path
-        _write_json_file(path, data)
+        json_error = _write_json_file(path, data)
     sys.stdout.flush()
     if opts.json:
         text = json.dumps(data) + "\n"
@@ -1168,6 +1178,16 @@ def _finish(opts: Options, report, status: int, stopped, start_dir: str,
         print(gate_proof, file=sys.stderr)
     if opts.fail_on_unneeded and (status != 0 or not completed):
         print(message("gate_incomplete", opts.lang, status=status), file=sys.stderr)
+    if json_error is not None:  # one line, after the report; a status that is not 0
+        print(f"retaincheck: error: --json={path}: could not write it ({json_error})",
+              file=sys.stderr)
+        code = _gate_status(opts, report, status, completed)
+        return EXIT_BAD_INPUT if code == 0 else code
+    return _gate_status(opts, report, status, completed)
+
+
+def _gate_status(opts: Options, report, status: int, completed: bool) -> int:
+    """The exit status once the report is out (and the gate's lines printed)."""
     if status != 0:
         return status
     if opts.fail_on_unneeded:
