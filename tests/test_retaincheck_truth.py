@@ -363,3 +363,43 @@ def test_names_from_literal_pieces_and_aliases_are_reads(read):
     assert lines_reading_saved_tensors(head + read + "\n") == (4,)
     assert lines_reading_saved_tensors('name = "_sav"\nname += "ed_self"\n'
                                        'getattr(y.grad_fn, name)\n') == ()
+
+
+COMPILED_FIRST = """import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+compiled = torch.compile(model, backend="aot_eager")
+compiled(torch.randn(5, 4)).mean().backward(retain_graph=True)  # nothing walks it again
+out = compiled(torch.randn(5, 4))
+out.sum().backward(retain_graph=KEEP)  # two losses on one forward pass
+out.pow(2).sum().backward()
+result = [p.grad for p in model.parameters()]
+"""
+
+
+@pytest.mark.proof  # torch.compile: dynamo's import and two compilations
+def test_a_flag_that_torch_compile_reads_is_never_not_needed(tmp_path):
+    """rev30b F-x11: AOTAutograd compiles a backward at its first run and reads that run's
+    retain_graph (torch/_functorch/_aot_autograd/runtime_wrappers.py,
+    CompiledFunction._backward_impl: saved_tensors_use_once); compiled without it, with donated
+    buffers, a later retain_graph=True through the same code raises. The first flag, though
+    nothing walks its graph again, was "not needed"."""
+    import torch._dynamo
+
+    path = tmp_path / "compiled.py"
+    path.write_text(COMPILED_FIRST)
+
+    def go(source, audited=False):
+        torch._dynamo.reset()
+        return run_fixture(path, source, audited, KEEP=True)
+
+    baseline, _ = go(COMPILED_FIRST)
+    assert not isinstance(baseline, BaseException), baseline
+    without, _ = go(COMPILED_FIRST.replace("retain_graph=True", "retain_graph=False"))
+    assert isinstance(without, RuntimeError) and "donated buffers" in str(without), without
+    audited, report = go(COMPILED_FIRST, audited=True)
+    assert same(audited, baseline)
+    first = next(c for c in report.calls if c.line == 6)
+    assert first.verdict == COULD_NOT_TELL and first.compiled, report.format()
+    assert "torch.compile compiles at its first run" in report.format()

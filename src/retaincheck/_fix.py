@@ -63,6 +63,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
         return m("k_child", pids=", ".join(map(str, record.running_children)))
     if getattr(record, "unproven", ""):
         return m("k_unproven")
+    if getattr(record, "compiled", False):
+        return m("k_compiled")
     untaken = getattr(record, "unseen_calls", None)
     if untaken:
         return m("k_untaken", call=untaken[0])

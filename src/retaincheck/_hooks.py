@@ -121,7 +121,8 @@ class _Tag:
     with the node, and a dead tag means a dead node."""
 
     __slots__ = (
-        "session", "seq", "storages", "nbytes", "last", "keepers", "epoch", "__weakref__",
+        "session", "seq", "storages", "nbytes", "last", "keepers", "epoch", "compiled",
+        "__weakref__",
     )
 
     def __init__(self, session: Session, seq: int):
@@ -132,6 +133,7 @@ class _Tag:
         self.last: Call | None = None  # the call that executed the node last
         self.keepers: set | None = None  # records whose runs executed it and kept it
         self.epoch: tuple | None = None  # (record, iteration of that record it was built in)
+        self.compiled = False  # the walk that tagged it met a torch.compile'd backward
 
     def in_child(self, grad_outputs):
         """The pre-hook in a forked child (``_after_fork_in_child`` puts it in place of
@@ -784,6 +786,7 @@ class Session:
         seen: set[int] = set()
         nodes = []
         new = []
+        compiled = False
         while stack:
             node = stack.pop()
             if node is None or id(node) in seen:
@@ -791,6 +794,13 @@ class Session:
             seen.add(id(node))
             nodes.append(node)  # keeps ids unique during the walk
             node_type = type(node)
+            if node_type.__name__ == "CompiledFunctionBackward":
+                # AOTAutograd (torch.compile) compiles this backward at its first run and
+                # reads that run's retain_graph (torch/_functorch/_aot_autograd/
+                # runtime_wrappers.py, CompiledFunction._backward_impl:
+                # saved_tensors_use_once): without the flag it may be compiled with donated
+                # buffers, and a later retain_graph=True through it raises (rev30b F-x11)
+                compiled = record.compiled = True
             names, opaque = saved_tensor_names(node_type)
             if names or opaque:  # it may hold saved tensors: hooked already?
                 if node_type.__name__ == "AccumulateGrad":
@@ -805,6 +815,8 @@ class Session:
                     metadata = ref = None
                 tag = ref() if ref is not None else None
                 if tag is not None and tag.session is self:
+                    if tag.compiled:
+                        record.compiled = True
                     continue  # hooked by an earlier walk, and its whole subgraph with it
                 new.append((node, metadata))
             for next_node, _ in node.next_functions:
@@ -817,6 +829,7 @@ class Session:
                 if not found and not opaque:
                     continue  # nothing to free: running it again is always fine
                 tag = _Tag(self, node._sequence_nr())
+                tag.compiled = compiled
                 storages = {}
                 for t in found:
                     key = storage_key(t)

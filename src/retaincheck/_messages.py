@@ -475,6 +475,13 @@ EN.update({
     "s_child": "keep it, or wait for the forked child processes to finish (join them) before "
     "the run ends, and check again",
     "k_child": "kept: could not tell (a forked child process, pid {pids}, was still running)",
+    "why_compiled": ": no later backward() or grad() walked this graph, but it runs a backward "
+    "that torch.compile compiles at its first run from that run's retain_graph; without the "
+    "flag it may be compiled with donated buffers, and a later retain_graph=True through the "
+    "same compiled code then raises",
+    "s_compiled": "keep it, unless no backward() through this compiled model ever uses "
+    "retain_graph=True (a check only you can make)",
+    "k_compiled": "kept: could not tell (a torch.compile'd backward reads the flag)",
     "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
     "freed-graph errors it catches",
     "proof_interrupted": "the rerun was interrupted (Ctrl-C)",
@@ -502,6 +509,13 @@ ZH.update({
     "出来的子进程（pid {pids}）在运行结束时仍未退出，它可能遍历这张图",
     "s_child": "先留着这个参数；或者在运行结束前等 fork 出来的子进程全部退出（join），再检查一次",
     "k_child": "不改：无法判断（fork 出来的子进程 pid {pids} 仍在运行）",
+    "why_compiled": "。之后没有 backward() 或 grad() 遍历这张计算图，但它经过的反向传播由 "
+    "torch.compile 在第一次运行时编译，编译方式取决于那次运行的 retain_graph；去掉参数后，"
+    "它可能按捐赠缓冲区（donated buffers）的方式编译，之后经过同一段编译代码的 "
+    "retain_graph=True 就会报错",
+    "s_compiled": "先留着；除非经过这个编译模型的 backward() 都不用 retain_graph=True"
+    "（这一点只有你能确认）",
+    "k_compiled": "不改：无法判断（torch.compile 编译的反向传播会读取这个参数）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
     "proof_interrupted": "重新运行被中断了（Ctrl-C）",
     "proof_stopped": "受检查的那次运行收到了 {signal}，所以没有重新运行",

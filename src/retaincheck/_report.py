@@ -82,6 +82,10 @@ class CallRecord:
     "fork") still running at its end: they hold a copy of the graph and may walk it, so a site
     nothing else reused is ``"could not tell: kept"``. A reuse in a forked child that is seen
     (it ran before the end) makes the site needed."""
+    compiled: bool = False
+    """It walked a backward that torch.compile (AOTAutograd) compiles at its first run, from
+    that run's ``retain_graph`` (``_hooks.Session.hook_graph``): without the flag it may be
+    compiled another way, so a site nothing else reused is ``"could not tell: kept"``."""
     unproven: str = ""
     """Why the proof's rerun without this flag (``--fix``, ``--fail-on-unneeded``) did not
     complete as the audited run did, when it neither failed nor met a freed-graph error (its
@@ -242,6 +246,8 @@ class Report:
                 verdict += m("why_unproven", reason=c.unproven)
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.running_children:
                 verdict += m("why_child", pids=", ".join(map(str, c.running_children)))
+            elif c.verdict == _verdicts.COULD_NOT_TELL and c.compiled:
+                verdict += m("why_compiled")
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
                 if len(c.unseen_calls) > 3:
