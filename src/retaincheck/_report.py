@@ -141,6 +141,7 @@ class CallRecord:
             "unseen_reads": list(self.unseen_reads),
             "unseen_calls": list(self.unseen_calls),
             "running_children": list(self.running_children),
+            "compiled": self.compiled,
             "unproven": self.unproven,
             "suggestion": self.suggestion,
         }
