@@ -64,6 +64,7 @@ def every_kind_of_record() -> Report:
         dict(executions=1, unseen_reads=[f"a.py:{n}" for n in range(5)]),
         dict(executions=1, unseen_calls=["a.py:7"]), dict(executions=1, running_children=[99]),
         dict(executions=1, unproven="output differed"), dict(executions=1, compiled=True),
+        dict(executions=1, passed_through=True),
         dict(executions=1, run_completed=False), dict(executions=1),
         dict(executions=1, create_graph=True), dict(executions=1, needed=True, create_graph=True),
         *[dict(executions=3, reused_executions=2, needed=True, notes=n, reused_by=["a.py:9"])

@@ -963,3 +963,23 @@ def test_under_xdist_a_conftest_that_moves_folder_still_keeps_an_outlived_graph(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no retain_graph=True found not needed (2 tests audited" in proc.stdout, proc.stdout
     assert "kept, not listed: tests/test_enc.py:13: looked not needed" in proc.stdout
+
+
+def test_a_flag_passed_through_a_mock_of_backward_is_kept(pytester, monkeypatch):
+    """rev30b F-x10: a test that mocks Tensor.backward (autospec, side_effect: the real one)
+    and asserts the call's arguments: the mock's line in unittest/mock.py was the site, "not
+    needed" (and proven by turning graph-keeping off there), while the line that writes the
+    flag is the trainer's, and without it the assertion fails."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_mocked=(
+        "from unittest import mock\n\nimport torch\n\n\ndef step(w):\n"
+        "    (w * 2).exp().sum().backward(retain_graph=True)\n\n\n"
+        "def test_step_keeps_the_graph():\n    w = torch.ones(3, requires_grad=True)\n"
+        "    with mock.patch.object(torch.Tensor, 'backward', autospec=True,\n"
+        "                           side_effect=torch.Tensor.backward) as backward:\n"
+        "        step(w)\n"
+        "    backward.assert_called_once_with(mock.ANY, retain_graph=True)\n"))
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=1)
+    assert section(result)[0].startswith("no retain_graph=True found not needed"), \
+        result.outlines

@@ -109,6 +109,7 @@ class audit:
             _mark_forked_children(session)
             _mark_unseen_reads(session)
             _mark_untaken_calls(session)
+            _mark_passed_through(session)
             if exc_type is not None:
                 report.mark_stopped(exc if exc is not None else exc_type())
         finally:
@@ -130,6 +131,30 @@ def _mark_unseen_reads(session: Session) -> None:
     reads = reads_in(files, session.modules_before) + session.dynamic_reads
     for record in open_sites:
         record.unseen_reads = list(reads)
+
+
+def _mark_passed_through(session: Session) -> None:
+    """Sites nothing reused become "could not tell: kept" when the call at their line writes
+    no ``retain_graph`` but passes ``*args``/``**kwargs`` on (rev30b F-x10: a mock of
+    ``Tensor.backward`` was the site, proven by turning graph-keeping off there, while the
+    line that writes the flag was another, and the test asserted the call's arguments)."""
+    import ast
+
+    from ._reads import _tree
+
+    for record in session.report.calls:
+        source = getattr(record, "_source", None)
+        if record.needed or record.history_leak or not source or source.startswith("<"):
+            continue
+        tree = _tree(source)
+        if tree is None:
+            continue
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == record.line]
+        written = any(k.arg == "retain_graph" for c in calls for k in c.keywords)
+        splat = any(k.arg is None for c in calls for k in c.keywords) or any(
+            isinstance(a, ast.Starred) for c in calls for a in c.args)
+        if splat and not written:
+            record.passed_through = True
 
 
 def _mark_untaken_calls(session: Session) -> None:

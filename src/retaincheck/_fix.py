@@ -65,6 +65,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
         return m("k_unproven")
     if getattr(record, "compiled", False):
         return m("k_compiled")
+    if getattr(record, "passed_through", False):
+        return m("k_passed")
     untaken = getattr(record, "unseen_calls", None)
     if untaken:
         return m("k_untaken", call=untaken[0])

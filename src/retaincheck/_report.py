@@ -86,6 +86,11 @@ class CallRecord:
     """It walked a backward that torch.compile (AOTAutograd) compiles at its first run, from
     that run's ``retain_graph`` (``_hooks.Session.hook_graph``): without the flag it may be
     compiled another way, so a site nothing else reused is ``"could not tell: kept"``."""
+    passed_through: bool = False
+    """No ``retain_graph`` is written in the call at this line: the flag reached it through
+    ``*args``/``**kwargs`` (a wrapper, a mock of ``Tensor.backward``). The line that writes it
+    is elsewhere, and the program may look at the argument, so a site nothing else reused is
+    ``"could not tell: kept"``."""
     unproven: str = ""
     """Why the proof's rerun without this flag (``--fix``, ``--fail-on-unneeded``) did not
     complete as the audited run did, when it neither failed nor met a freed-graph error (its
@@ -142,6 +147,7 @@ class CallRecord:
             "unseen_calls": list(self.unseen_calls),
             "running_children": list(self.running_children),
             "compiled": self.compiled,
+            "passed_through": self.passed_through,
             "unproven": self.unproven,
             "suggestion": self.suggestion,
         }
@@ -249,6 +255,8 @@ class Report:
                 verdict += m("why_child", pids=", ".join(map(str, c.running_children)))
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.compiled:
                 verdict += m("why_compiled")
+            elif c.verdict == _verdicts.COULD_NOT_TELL and c.passed_through:
+                verdict += m("why_passed")
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
                 if len(c.unseen_calls) > 3:
