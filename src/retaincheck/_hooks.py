@@ -115,6 +115,10 @@ _BACKWARD_POS = ("tensors", "grad_tensors", "retain_graph", "create_graph")
 _GRAD_POS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph")
 
 
+_STDLIB_RUNNERS = frozenset({"doctest.py", "codeop.py", "code.py", "pdb.py", "bdb.py"})
+"""The standard library's modules that compile and run code a user wrote."""
+
+
 class _Tag:
     """The pre-hook of one node with saved tensors. Never refers to the node: it lives in the
     node's own hook dictionary (the node's metadata holds a weak reference to it), so it dies
@@ -267,7 +271,10 @@ class Session:
         if caller.startswith("<frozen"):
             return
         if _kind(caller) == 0:
-            if _stdlib(caller):  # doctest, code, pdb: examples a user wrote (rev30b F-x5)
+            # doctest, code, pdb: examples and lines a user wrote (rev30b F-x5); not the rest
+            # of the standard library (ast.parse, which retaincheck's own search calls, would
+            # have every source file it parses searched again)
+            if os.path.basename(caller) in _STDLIB_RUNNERS and _stdlib(caller):
                 self.stdlib_code(event, args)
             return
         if event == "compile":
