@@ -732,9 +732,11 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
                     _RERUN_GROUP.append(popen.pid)
                     try:
                         out, err = popen.communicate(given)
+                    except BaseException:  # stopped (SIGTERM, Ctrl-C): its processes too
+                        _kill_group(popen.pid)
+                        raise
                     finally:
                         _RERUN_GROUP.remove(popen.pid)
-                        _kill_group(popen.pid)
                 proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
             finally:
                 if restore is not None:
@@ -747,7 +749,8 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
                 feed_file.close()
         seconds = time.perf_counter() - start
         own_tracer = os.path.exists(tracer)
-        lost = _unreached(unreached, reached, expected)
+        lost = _unreached(unreached, reached, expected)  # (what still runs is one of these)
+        _kill_group(popen.pid)  # then what is left of the rerun goes
         # a line forced off for its text, not its place (another site, a copy): a failure
         # then may come from that line, so it does not show these sites needed (rev27n M1)
         by_text = os.path.exists(text_forced)
