@@ -876,3 +876,55 @@ def test_a_json_report_that_cannot_be_written_is_one_line_after_the_report(tmp_p
     assert [line for line in proc.stderr.splitlines() if line] == [
         "retaincheck: error: --json=report.json: could not write it (Is a directory)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.py", "report.json"]
+
+
+def test_a_json_path_that_is_a_link_is_written_through_never_replaced(tmp_path):
+    """rev31b F-j1: --json=PATH renamed a new file over PATH, so a link into an artifacts
+    folder (or /dev/stdout, a named pipe, a device) was replaced by a regular file and the
+    report never reached where it led. Written through now; a full device (a link to
+    /dev/full, where there is one) is the one-line error, status 2."""
+    (tmp_path / "one.py").write_text(
+        "import torch\n\nw = torch.ones(3, requires_grad=True)\n"
+        "(w * 2).pow(2).sum().backward(retain_graph=True)\n")
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "report.json").write_text('{"old": true}\n')
+    (tmp_path / "report.json").symlink_to(Path("artifacts") / "report.json")
+    proc = cli("--json=report.json", "one.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "report.json").is_symlink()
+    assert json.loads((tmp_path / "artifacts" / "report.json").read_text())["completed"] is True
+    if Path("/dev/full").exists():
+        (tmp_path / "full.json").symlink_to("/dev/full")
+        proc = cli("--json=full.json", "one.py", cwd=tmp_path)
+        assert proc.returncode == 2 and (tmp_path / "full.json").is_symlink()
+        assert "retaincheck: error: --json=full.json: could not write it (No space left on " \
+            "device)" in proc.stderr
+
+
+@pytest.mark.proof  # the audited run, then a rerun, stopped by SIGUSR1
+def test_sigusr1_during_the_rerun_puts_back_and_stops_the_reruns_processes(tmp_path):
+    """rev31a F1: SIGUSR1 (a SLURM job's warning), SIGUSR2 or SIGQUIT during the rerun ended
+    retaincheck by default: what the audited run made stayed in the temporary folder, the
+    folder kept the rerun's half-written files, and the rerun's processes wrote on."""
+    import signal
+    import time
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text(
+        "import os\nimport subprocess\nimport sys\n\nimport torch\n\n"
+        "w = torch.ones(3, requires_grad=True)\n(w * 2).exp().sum().backward(retain_graph=True)\n"
+        "if os.path.exists('../first'):  # the rerun\n"
+        "    open('log.txt', 'w').write('the rerun\\'s')\n"
+        "    open('../rerun-started', 'w').close()\n"
+        "    subprocess.run([sys.executable, '-c', 'import time; time.sleep(2); "
+        "open(\\'late.txt\\', \\'w\\').close()'])\n"
+        "else:\n    open('log.txt', 'w').write('the audited run\\'s')\n"
+        "open('../first', 'w').close()\n")
+    status, out, err = _signal_when(
+        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "train.py"], work,
+        "../rerun-started", signal.SIGUSR1, False)
+    assert status == 128 + signal.SIGUSR1, out + err
+    time.sleep(3)
+    assert not (work / "late.txt").exists()
+    assert (work / "log.txt").read_text() == "the audited run's"

@@ -221,7 +221,11 @@ def _check_json_path(path: str) -> None:
         raise BadInput(f"--json={path}: cannot create {folder} ({exc.strerror or exc})") from None
     if os.path.isdir(path):
         raise BadInput(f"--json={path}: is a directory")
-    if not os.access(folder, os.W_OK):
+    if os.path.lexists(path) and not (os.path.isfile(path) and not os.path.islink(path)):
+        # a link, a device, a named pipe: written through (_write_json_file)
+        if not os.access(path, os.W_OK):
+            raise BadInput(f"--json={path}: cannot write to it")
+    elif not os.access(folder, os.W_OK):
         raise BadInput(f"--json={path}: cannot write to {folder}")
 
 
@@ -786,8 +790,21 @@ def _write_json_file(path: str, data: dict) -> str | None:
     """Write the file whole: to a temporary file beside it, then renamed over it. Returns
     why it could not (a file that may not be replaced, a full disk: rev30a H3, a traceback
     and no report), or None."""
+    import stat
+
     tmp = f"{path}.tmp{os.getpid()}"
     try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            # a link, a device (/dev/stdout), a named pipe: written through, never replaced
+            # by a regular file (rev31b F-j1: --json=/dev/full as root replaced the device)
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=2)
+                f.write("\n")
+            return None
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
             f.write("\n")

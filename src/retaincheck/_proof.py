@@ -542,9 +542,11 @@ def _kill_group(group: int) -> None:
 
 
 def _ended_by_signals():
-    """While what the audited run made is set aside, SIGTERM and SIGHUP (a time limit, a
-    closed terminal) end retaincheck through its ``finally`` blocks, which put it back
-    (rev27u D1: it stayed in the temporary folder); returns what restores the handlers."""
+    """While what the audited run made is set aside or the rerun runs, SIGTERM, SIGHUP,
+    SIGQUIT, SIGUSR1 and SIGUSR2 (a time limit, a closed terminal, a SLURM job's warning) end
+    retaincheck through its ``finally`` blocks, which kill the rerun's process group and put
+    back what was set aside (rev27u D1: it stayed in the temporary folder); returns what
+    restores the handlers."""
     import signal
     import threading
 
@@ -554,7 +556,11 @@ def _ended_by_signals():
     def end(number, frame):
         raise SystemExit(128 + number)
 
-    old = {number: signal.signal(number, end) for number in (signal.SIGTERM, signal.SIGHUP)
+    # every stop signal whose default action would end retaincheck (rev31a F1: SIGUSR1, a
+    # SLURM job's, left the set-aside in the temporary folder and the rerun's processes on)
+    stops = [getattr(signal, name) for name in
+             ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, name)]
+    old = {number: signal.signal(number, end) for number in stops
            if signal.getsignal(number) is signal.SIG_DFL}  # not one nohup or trap '' ignores
 
     def restore():
