@@ -928,3 +928,39 @@ def test_sigusr1_during_the_rerun_puts_back_and_stops_the_reruns_processes(tmp_p
     time.sleep(3)
     assert not (work / "late.txt").exists()
     assert (work / "log.txt").read_text() == "the audited run's"
+
+
+IGNORES_CTRL_C = """import signal
+import time
+
+import torch
+
+w = torch.ones(3, requires_grad=True)
+for step in range(30):
+    (w * 2).exp().sum().backward(retain_graph=True)
+    if step == 10:  # a checkpoint that Ctrl-C must not cut in half
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        time.sleep(0.5)
+        open("section.ending", "w").close()  # Ctrl-C comes now, near the section's end
+        time.sleep(0.5)
+        open("ckpt.txt", "w").write(f"step {step}")
+        signal.signal(signal.SIGINT, old)
+    time.sleep(0.1)
+print("done")
+"""
+
+
+@pytest.mark.proof  # the audited run, a Ctrl-C it ignores
+def test_a_ctrl_c_the_program_ignores_is_not_passed_on_later(tmp_path):
+    """rev31b F-s1: the child's wakeup fd shows only signals with a Python handler; a Ctrl-C
+    the program ignored (SIG_IGN around a checkpoint) was passed on a second later, after it
+    had restored its handler, and ended a run that completes plainly."""
+    import signal
+
+    (tmp_path / "train.py").write_text(IGNORES_CTRL_C)
+    status, out, err = _signal_when(
+        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "train.py"], tmp_path,
+        "section.ending", signal.SIGINT, True)
+    assert status == 0, out + err
+    assert "done" in out and (tmp_path / "ckpt.txt").read_text() == "step 10"
+    assert "NOT proven: the audited run got SIGINT, so no rerun was started" in err

@@ -1064,6 +1064,22 @@ def main(argv: list[str] | None = None) -> int:
 _STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
+def _ignores_or_holds(pid: int, number: int) -> bool:
+    """Whether process ``pid`` ignores signal ``number`` now (``SIG_IGN``) or holds it
+    pending (blocked), from Linux's ``/proc/PID/status``: either way it got the signal or
+    would drop it, and it is not passed on (rev31b F-s1: a Ctrl-C the program ignored while
+    it wrote a checkpoint was passed on a second later, after it had restored its handler,
+    and ended it). False where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        bit = 1 << (number - 1)
+        return any(int(fields[name].strip(), 16) & bit for name in ("SigIgn", "SigPnd", "ShdPnd")
+                   if name in fields)
+    except (OSError, ValueError):
+        return False
+
+
 def _wait_for_the_audit(child: int, outcome_file: str, wake: int):
     """Wait for the child that runs the program, and return what it left: (report, status,
     stopped, printed, given), or the exit status it ended with when it left nothing
@@ -1115,7 +1131,8 @@ def _wait_for_the_audit(child: int, outcome_file: str, wake: int):
                 info = signal.sigtimedwait(waited, 0.05 if pending else 0.5)
                 if info is not None and info.si_signo in watched:
                     STOPPED.append(info.si_signo)
-                    if time.monotonic() - child_got.get(info.si_signo, -9.0) >= 1.0:
+                    if (time.monotonic() - child_got.get(info.si_signo, -9.0) >= 1.0
+                            and not _ignores_or_holds(child, info.si_signo)):
                         pending[info.si_signo] = time.monotonic()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
