@@ -1870,3 +1870,40 @@ def test_a_killed_retaincheck_says_where_the_files_are_and_its_rerun_dies(tmp_pa
         assert (aside / "0").read_text() == "the audited run's"
     finally:
         shutil.rmtree(aside, ignore_errors=True)
+
+
+HEARTBEAT = """import threading
+import time
+
+import torch
+
+step = -1
+log = open("train.log", "w")  # never closed
+
+
+def heartbeat():  # a daemon that reads the script's globals to the end
+    while True:
+        open("status.txt", "w").write(str(step + 0))
+        time.sleep(0.005)
+
+
+threading.Thread(target=heartbeat, daemon=True).start()
+w = torch.ones(3, requires_grad=True)
+for step in range(3):
+    (w * 2).exp().sum().backward(retain_graph=True)
+    log.write(f"step {step}\\n")
+    time.sleep(0.02)
+print("done")
+"""
+
+
+@pytest.mark.proof
+def test_with_a_daemon_thread_running_the_globals_stay_and_open_files_are_flushed(tmp_path):
+    """rev31a F2, rev31b F-d2: the audited run's end cleared the script's globals while its
+    daemon thread still ran (the interpreter stops such threads first): the thread failed on
+    None with a traceback a plain run never prints. Its files left open are flushed instead."""
+    (tmp_path / "train.py").write_text(HEARTBEAT)
+    proc = cli("--fail-on-unneeded", "train.py", cwd=tmp_path)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr
+    assert (tmp_path / "train.log").read_text() == "step 0\nstep 1\nstep 2\n"

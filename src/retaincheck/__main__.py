@@ -693,12 +693,36 @@ def _end_like_python(namespaces: list, imported: list) -> None:
     without its directory, a ``NamedTemporaryFile`` in place). The program's own modules
     only: an installed package's (or the standard library's) are left as they are, as its
     threads may still run. Not the interpreter's own order in every case: its collection
-    comes first, with the globals in place."""
+    comes first, with the globals in place.
+
+    While a thread of the program still runs (a daemon: a heartbeat, a progress writer), the
+    globals are left as they are, which the interpreter would stop before it cleared them
+    (rev31a F2: the thread then failed on globals set to None, with tracebacks a plain run
+    never prints): the files still open are only flushed."""
     import gc
+    import io
     import types
 
     from ._fix import _installed
 
+    running = [t for t in threading.enumerate() if t is not threading.current_thread()
+               and not t.name.startswith("retaincheck-") and t.is_alive()]
+    if running:
+        try:
+            # by type only: isinstance would read an object's __class__, which some proxies
+            # compute (a deprecation warning for torch.distributed.reduce_op)
+            kinds = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+            for thing in gc.get_objects():
+                if issubclass(type(thing), kinds) and thing is not sys.stdout and (
+                        thing is not sys.stderr):
+                    try:
+                        if not thing.closed and thing.writable():
+                            thing.flush()
+                    except Exception:  # noqa: S112 (a file that cannot flush: as at exit)
+                        continue
+        except BaseException:  # noqa: B036
+            pass
+        return
     try:
         own, ours = [], os.path.dirname(os.path.realpath(__file__)) + os.sep
         for module in reversed(imported):  # (sys.modules may hold other objects, or aliases)
