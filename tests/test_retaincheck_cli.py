@@ -964,3 +964,23 @@ def test_a_ctrl_c_the_program_ignores_is_not_passed_on_later(tmp_path):
     assert status == 0, out + err
     assert "done" in out and (tmp_path / "ckpt.txt").read_text() == "step 10"
     assert "NOT proven: the audited run got SIGINT, so no rerun was started" in err
+
+
+@pytest.mark.proof  # the audited run and its rerun
+def test_the_rerun_stays_in_retainchecks_process_group(tmp_path):
+    """rev31a F4, rev31b F-t1: a rerun started in a process group of its own is a background
+    job of the terminal: a getpass prompt (wandb.login, huggingface_hub.login) reading
+    /dev/tty stopped it for good, and retaincheck waited forever. Both runs of the program
+    are in retaincheck's own group, the terminal's foreground job."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text(
+        "import os\n\nimport torch\n\nw = torch.ones(3, requires_grad=True)\n"
+        "(w * 2).exp().sum().backward(retain_graph=True)\n"
+        "with open('../groups.txt', 'a') as f:\n    f.write(f'{os.getpgrp()}\\n')\n")
+    gate = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
+                           "train.py"], cwd=work, capture_output=True, text=True, timeout=180,
+                          check=False, start_new_session=True)
+    assert gate.returncode == 6, gate.stdout + gate.stderr
+    groups = (tmp_path / "groups.txt").read_text().split()
+    assert len(groups) == 2 and len(set(groups)) == 1, groups

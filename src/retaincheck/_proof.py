@@ -47,20 +47,10 @@ STOPPED: list[int] = []
 """Stop signals (SIGTERM, Ctrl-C, ...) the audited run got (``__main__._wait_for_the_audit``):
 no rerun is started after it (rev30a H2, rev30b F-k5, F-k6)."""
 
-_RERUN_GROUP: list[int] = []  # the process group of the rerun now running
-
-
 def note_interrupt(number, frame) -> None:
     """SIGINT handler of retaincheck's process while it reports and proves: the report is not
-    cut short, and a rerun that Ctrl-C reached is not taken for a failure (rev28a F2). The
-    rerun runs in a process group of its own, which the terminal's Ctrl-C does not reach: it
-    is passed on."""
+    cut short, and a rerun that Ctrl-C reached is not taken for a failure (rev28a F2)."""
     INTERRUPTED.append(number)
-    for group in _RERUN_GROUP:
-        try:
-            os.killpg(group, number)
-        except OSError:
-            pass
 
 
 @dataclass
@@ -512,33 +502,39 @@ def _above_on(device: int, inside: str) -> str | None:
 def _die_with_parent():
     """What the rerun's process runs before it starts: it is then killed when retaincheck dies,
     even by SIGKILL (Linux's parent-death signal), so that it does not go on writing in the
-    working folder while what the audited run made is set aside (rev28b F11). It starts a
-    process group of its own, which retaincheck kills whole when the rerun ends or retaincheck
-    is stopped: the processes the rerun started (xdist's workers, a script's subprocess) then
-    go too (rev30b F-k2: they wrote in the folder after retaincheck had put it back and
-    exited). Looked up here, in retaincheck's process: nothing is imported in the child
-    between fork and exec."""
-    setpgid = os.setpgid
+    working folder while what the audited run made is set aside (rev28b F11). Looked up here,
+    in retaincheck's process: nothing is imported in the child between fork and exec."""
     try:
         import ctypes
 
         prctl = ctypes.CDLL(None).prctl
     except (OSError, AttributeError):  # not Linux
-        return lambda: setpgid(0, 0)
-
-    def start():
-        setpgid(0, 0)
-        prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-
-    return start
+        return None
+    return lambda: prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
 
 
-def _kill_group(group: int) -> None:
-    """Kill what is left of the rerun's process group."""
+def _kill_rerun(spec: str) -> None:
+    """Kill what still runs of the rerun: the processes whose environment holds its
+    ``RETAINCHECK_PROOF_SPEC`` (Linux's ``/proc``), the processes the rerun started (xdist's
+    workers, a script's subprocess) among them (rev30b F-k2: they wrote in the folder after
+    retaincheck had put it back and exited). Not a process group of its own: the rerun would
+    then be a background job of the terminal, stopped for good at its first read of it
+    (rev31a F4: getpass). A process started with another environment is not found."""
+    needle = f"RETAINCHECK_PROOF_SPEC={spec}".encode()
     try:
-        os.killpg(group, signal.SIGKILL)
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
-        pass
+        return
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
 
 
 def _ended_by_signals():
@@ -735,14 +731,11 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
                     stdin=subprocess.PIPE if given is not None else feed.get("stdin"),
                     pass_fds=passed, preexec_fn=_die_with_parent(),
                 ) as popen:
-                    _RERUN_GROUP.append(popen.pid)
                     try:
                         out, err = popen.communicate(given)
                     except BaseException:  # stopped (SIGTERM, Ctrl-C): its processes too
-                        _kill_group(popen.pid)
+                        _kill_rerun(spec)
                         raise
-                    finally:
-                        _RERUN_GROUP.remove(popen.pid)
                 proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
             finally:
                 if restore is not None:
@@ -756,7 +749,7 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         seconds = time.perf_counter() - start
         own_tracer = os.path.exists(tracer)
         lost = _unreached(unreached, reached, expected)  # (what still runs is one of these)
-        _kill_group(popen.pid)  # then what is left of the rerun goes
+        _kill_rerun(spec)  # then what is left of the rerun goes
         # a line forced off for its text, not its place (another site, a copy): a failure
         # then may come from that line, so it does not show these sites needed (rev27n M1)
         by_text = os.path.exists(text_forced)
