@@ -403,3 +403,45 @@ def test_a_flag_that_torch_compile_reads_is_never_not_needed(tmp_path):
     first = next(c for c in report.calls if c.line == 6)
     assert first.verdict == COULD_NOT_TELL and first.compiled, report.format()
     assert "torch.compile compiles at its first run" in report.format()
+
+
+NAMED_FLAG = """import torch
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+x = torch.randn(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def backward_step(loss, retain_graph=False):
+    loss.backward(retain_graph=retain_graph)
+    if not retain_graph:  # the last loss of this step: update the weights
+        opt.step()
+        opt.zero_grad()
+
+
+losses = []
+for step in range(3):
+    first = model(x).pow(2).mean()
+    backward_step(first, retain_graph=True)
+    second = model(x).abs().mean()
+    backward_step(second)
+    losses += [first.detach(), second.detach()]
+result = losses
+"""
+
+
+def test_a_flag_that_its_helper_also_reads_is_never_not_needed(tmp_path):
+    """rev31a F5: the site is the helper's loss.backward(retain_graph=retain_graph), whose
+    graph nothing walks again, but the helper also reads the flag to decide when to step:
+    removing the caller's retain_graph=True changes training. Turning graph-keeping off at the
+    site (the proof) did not, and the gate exited 6."""
+    path = tmp_path / "named.py"
+    path.write_text(NAMED_FLAG)
+    baseline, _ = run_fixture(path)
+    without, _ = run_fixture(path, NAMED_FLAG.replace(", retain_graph=True)", ")"))
+    assert not same(without, baseline)  # the truth: the flag matters
+    _, report = run_fixture(path, audited=True)
+    (call,) = report.calls
+    assert call.line == 10 and call.verdict == COULD_NOT_TELL and call.passed_through
+    assert "or a parameter the function also reads" in report.format()

@@ -153,8 +153,40 @@ def _mark_passed_through(session: Session) -> None:
         written = any(k.arg == "retain_graph" for c in calls for k in c.keywords)
         splat = any(k.arg is None for c in calls for k in c.keywords) or any(
             isinstance(a, ast.Starred) for c in calls for a in c.args)
-        if splat and not written:
+        if (splat and not written) or _parameter_read_elsewhere(tree, calls):
             record.passed_through = True
+
+
+def _parameter_read_elsewhere(tree, calls) -> bool:
+    """Whether the flag at the site is a parameter of the function around it that the function
+    also reads elsewhere (rev31a F5: ``def backward_step(loss, retain_graph=False)`` that steps
+    only ``if not retain_graph``; rev31b F-x10b: a spy that records it): the caller writes the
+    flag, and the program looks at it, which turning graph-keeping off at the call does not
+    change. Positional arguments count when their name holds "retain"."""
+    import ast
+
+    names = set()
+    for call in calls:
+        for keyword in call.keywords:
+            if keyword.arg == "retain_graph" and isinstance(keyword.value, ast.Name):
+                names.add(keyword.value.id)
+        names.update(a.id for a in call.args if isinstance(a, ast.Name) and "retain" in a.id)
+    if not names:
+        return False
+    line = calls[0].lineno
+    functions = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and f.lineno <= line <= (f.end_lineno or f.lineno)]
+    if not functions:
+        return False
+    function = max(functions, key=lambda f: f.lineno)  # the innermost
+    arguments = function.args
+    parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args,
+                                  *arguments.kwonlyargs)} & names
+    if not parameters:
+        return False
+    inside = {id(n) for call in calls for n in ast.walk(call)}
+    return any(isinstance(n, ast.Name) and n.id in parameters and isinstance(n.ctx, ast.Load)
+               and id(n) not in inside for n in ast.walk(function))
 
 
 def _mark_untaken_calls(session: Session) -> None:
