@@ -984,3 +984,18 @@ def test_the_rerun_stays_in_retainchecks_process_group(tmp_path):
     assert gate.returncode == 6, gate.stdout + gate.stderr
     groups = (tmp_path / "groups.txt").read_text().split()
     assert len(groups) == 2 and len(set(groups)) == 1, groups
+
+
+def test_the_json_reports_folder_is_made_after_the_run(tmp_path):
+    """rev31b F-j2: --json=out/report.json made out/ before the run, so a program that makes
+    its own output folder (os.makedirs(out), refusing an old run's) failed under retaincheck
+    and completed plainly. A path under a file is still bad input, before the run."""
+    (tmp_path / "run.py").write_text(
+        "import os\n\nimport torch\n\nos.makedirs('out')  # a fresh run folder, or fail\n"
+        "w = torch.ones(3, requires_grad=True)\n(w * 2).exp().sum().backward(retain_graph=True)\n")
+    proc = cli("--json=out/report.json", "run.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["completed"] is True
+    (tmp_path / "afile").write_text("")
+    proc = cli("--json=afile/sub/report.json", "run.py", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("afile is not a folder")

@@ -213,12 +213,20 @@ def _check_module(name: str) -> None:
 
 
 def _check_json_path(path: str) -> None:
-    """Create the folder of ``--json=PATH`` now, so that a bad path fails before the run."""
+    """Check ``--json=PATH`` now, so that a bad path fails before the run: its folder, or the
+    nearest one above it that exists, can be written in. The folder is made only when the
+    report is written (rev31b F-j2: made before the run, it broke a program that makes its
+    own output folder with ``os.makedirs(out)``)."""
     folder = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"--json={path}: cannot create {folder} ({exc.strerror or exc})") from None
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise BadInput(f"--json={path}: {existing} is not a folder")
+    if existing != folder:
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise BadInput(f"--json={path}: cannot create {folder}")
+        return
     if os.path.isdir(path):
         raise BadInput(f"--json={path}: is a directory")
     if os.path.lexists(path) and not (os.path.isfile(path) and not os.path.islink(path)):
@@ -822,6 +830,7 @@ def _write_json_file(path: str, data: dict) -> str | None:
     except OSError:
         st = None
     try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if st is not None and not stat.S_ISREG(st.st_mode):
             # a link, a device (/dev/stdout), a named pipe: written through, never replaced
             # by a regular file (rev31b F-j1: --json=/dev/full as root replaced the device)
