@@ -983,3 +983,24 @@ def test_a_flag_passed_through_a_mock_of_backward_is_kept(pytester, monkeypatch)
     result.assert_outcomes(passed=1)
     assert section(result)[0].startswith("no retain_graph=True found not needed"), \
         result.outlines
+
+
+def test_the_last_tests_graph_that_lives_to_the_sessions_end_is_not_listed(pytester,
+                                                                           monkeypatch):
+    """rev31b F-x20: the last test's graph, kept in a global, was walked by a conftest's
+    pytest_sessionfinish; no next test looked at it, so it was listed "not needed", and
+    without the flag the session's end fails."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest(
+        "import test_last\n\n\ndef pytest_sessionfinish(session):\n"
+        "    if test_last.KEPT:\n        test_last.KEPT[0].backward()\n")
+    pytester.makepyfile(test_last=(
+        "import torch\n\nKEPT = []\n\n\ndef test_last():\n"
+        "    loss = torch.ones(3, requires_grad=True).exp().sum()\n"
+        "    loss.backward(retain_graph=True)\n    KEPT.append(loss)\n"))
+    pytester.syspathinsert()
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=1)
+    assert section(result)[0].startswith("no retain_graph=True found not needed"), \
+        result.outlines
+    assert section(result)[1].startswith("kept, not listed: test_last.py:8")

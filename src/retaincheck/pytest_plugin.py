@@ -431,6 +431,10 @@ class _Plugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        # the last test's graph, if it still lives now (no next test looked at it): a
+        # conftest's pytest_sessionfinish may have walked it (rev31b F-x20)
+        self.outlived.update(_site_name(file, line, real, self.root)
+                             for file, line, real in self._outlived())
         unneeded = self.unneeded()
         if not (self.fail and unneeded and session.exitstatus == 0):
             return
