@@ -543,13 +543,17 @@ def test_the_gate_reruns_the_program_before_it_says_not_needed(tmp_path):
     """rev27e N3: a saved tensor read through a name the search cannot see (built at run time)
     gets "not needed" from the audit alone; the gate's rerun without the flag fails, so the
     site is needed and the gate passes (status 0), with one line that says why."""
-    # rev27f G1: the flag passed as a name (retain_graph=keep), which --fix cannot edit: the
-    # rerun turns it off at run time (_proof_site), so the gate proves it all the same
+    # rev32a G1: a flag passed as a name (retain_graph=keep) is written on another line, which
+    # the program may read: "could not tell" from the audit alone, with no rerun
     script = tmp_path / "hidden_read.py"
     source = (FIXTURES / "cli" / "hidden_read.py").read_text()
-    keep = source.replace("y.sum().backward(retain_graph=True)",
-                          "keep = True\ny.sum().backward(retain_graph=keep)")
-    assert keep != source
+    named = source.replace("y.sum().backward(retain_graph=True)",
+                           "keep = True\ny.sum().backward(retain_graph=keep)")
+    assert named != source
+    script.write_text(named)
+    alone = cli("--fail-on-unneeded", "--skip-proof", str(script))
+    assert alone.returncode == 0 and "COULD NOT TELL: KEPT" in alone.stdout, alone.stdout
+    keep = source
     script.write_text(keep)
     alone = cli("--fail-on-unneeded", "--skip-proof", str(script))
     assert alone.returncode == 6 and "NOT NEEDED" in alone.stdout  # what the audit alone says

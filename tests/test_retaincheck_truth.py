@@ -444,4 +444,47 @@ def test_a_flag_that_its_helper_also_reads_is_never_not_needed(tmp_path):
     _, report = run_fixture(path, audited=True)
     (call,) = report.calls
     assert call.line == 10 and call.verdict == COULD_NOT_TELL and call.passed_through
-    assert "or a parameter the function also reads" in report.format()
+    assert "the flag is not the literal True here" in report.format()
+
+
+@pytest.mark.parametrize("shape", ["closure", "attribute", "derived"])
+def test_a_flag_not_written_at_the_site_is_never_not_needed(tmp_path, shape):
+    """rev32a G1, G1b, G1d: the flag reaches the site as a closure's variable, an object's
+    attribute or a name made from it; the program also reads it to decide when to step, so
+    removing the caller's retain_graph=True changes training. Any flag that is not the literal
+    True at the site is "could not tell: kept"."""
+    site = {"closure": "loss.backward(retain_graph=retain_graph)",
+            "attribute": "loss.backward(retain_graph=self.retain_graph)",
+            "derived": "loss.backward(retain_graph=keep)"}[shape]
+    helper = {
+        "closure": ("def make(retain_graph=False):\n    def step(loss):\n"
+                    f"        {site}\n        if not retain_graph:\n"
+                    "            opt.step()\n            opt.zero_grad()\n    return step\n\n\n"
+                    "more, last = make(retain_graph=True), make()\n"),
+        "attribute": ("class Step:\n    def __init__(self, retain_graph=False):\n"
+                      "        self.retain_graph = retain_graph\n\n    def __call__(self, loss):\n"
+                      f"        {site}\n        if not self.retain_graph:\n"
+                      "            opt.step()\n            opt.zero_grad()\n\n\n"
+                      "more, last = Step(retain_graph=True), Step()\n"),
+        "derived": ("def step(loss, retain_graph=False, accumulate=False):\n"
+                    "    keep = retain_graph or accumulate\n"
+                    f"    {site}\n    if not keep:\n"
+                    "        opt.step()\n        opt.zero_grad()\n\n\n"
+                    "def more(loss):\n    step(loss, retain_graph=True)\n\n\nlast = step\n"),
+    }[shape]
+    source = ("import torch\n\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
+              "x = torch.randn(8, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
+              + helper + "\nlosses = []\nfor _ in range(3):\n"
+              "    first = model(x).pow(2).mean()\n    more(first)\n"
+              "    second = model(x).abs().mean()\n    last(second)\n"
+              "    losses += [first.detach(), second.detach()]\nresult = losses\n")
+    assert source.count("retain_graph=True") == 1
+    path = tmp_path / f"{shape}.py"
+    path.write_text(source)
+    baseline, _ = run_fixture(path)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", ""))
+    assert not same(without, baseline)  # the truth: the flag matters
+    _, report = run_fixture(path, audited=True)
+    (call,) = report.calls
+    assert site in call.code and call.verdict == COULD_NOT_TELL and call.passed_through, \
+        report.format()

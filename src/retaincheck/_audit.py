@@ -153,7 +153,10 @@ def _mark_passed_through(session: Session) -> None:
         written = any(k.arg == "retain_graph" for c in calls for k in c.keywords)
         splat = any(k.arg is None for c in calls for k in c.keywords) or any(
             isinstance(a, ast.Starred) for c in calls for a in c.args)
-        if (splat and not written) or _parameter_read_elsewhere(tree, calls):
+        named = any(k.arg == "retain_graph" and not (
+            isinstance(k.value, ast.Constant) and k.value.value is True)
+            for c in calls for k in c.keywords)
+        if (splat and not written) or named or _parameter_read_elsewhere(tree, calls):
             record.passed_through = True
 
 

@@ -66,7 +66,14 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     if getattr(record, "compiled", False):
         return m("k_compiled")
     if getattr(record, "passed_through", False):
-        return m("k_passed")
+        source = getattr(record, "_source", None)
+        try:  # retain_graph=keep: said as such, as --fix would say it
+            with open(source, "rb") as f:
+                _, why = remove_at(f.read(), record.line, lang)
+        except (OSError, TypeError):
+            why = None
+        return why if why and why.startswith(m("k_not_literal", value="")[:14]) else m(
+            "k_passed")
     untaken = getattr(record, "unseen_calls", None)
     if untaken:
         return m("k_untaken", call=untaken[0])

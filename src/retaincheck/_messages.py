@@ -482,14 +482,13 @@ EN.update({
     "s_compiled": "keep it, unless no backward() through this compiled model ever uses "
     "retain_graph=True (a check only you can make)",
     "k_compiled": "kept: could not tell (a torch.compile'd backward reads the flag)",
-    "why_passed": ": no later backward() or grad() walked this graph, but retain_graph=True "
-    "reaches this call from another line, through *args or **kwargs or a parameter the "
-    "function also reads (a wrapper, a mock of Tensor.backward): the line that writes it is "
-    "elsewhere, and the program may look at it",
+    "why_passed": ": no later backward() or grad() walked this graph, but the flag is not "
+    "the literal True here (a name, an expression, *args or **kwargs): the line that writes "
+    "it is elsewhere, and the program may look at its value",
     "s_passed": "keep it; to check the flag, run retaincheck where the call that writes "
     "retain_graph=True calls backward() itself",
-    "k_passed": "kept: could not tell (the flag comes from another line, through **kwargs or "
-    "a parameter)",
+    "k_passed": "kept: could not tell (the flag is not the literal True here: it comes from "
+    "another line)",
     "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
     "freed-graph errors it catches",
     "proof_interrupted": "the rerun was interrupted (Ctrl-C)",
@@ -524,12 +523,11 @@ ZH.update({
     "s_compiled": "先留着；除非经过这个编译模型的 backward() 都不用 retain_graph=True"
     "（这一点只有你能确认）",
     "k_compiled": "不改：无法判断（torch.compile 编译的反向传播会读取这个参数）",
-    "why_passed": "。之后没有 backward() 或 grad() 遍历这张计算图，但 retain_graph=True 是从别的行"
-    "传到这次调用的，经由 *args、**kwargs 或函数自己也读取的形参（包装函数，或者 mock 掉的 "
-    "Tensor.backward）：写这个参数的是别处的代码，程序也可能会查看它",
+    "why_passed": "。之后没有 backward() 或 grad() 遍历这张计算图，但这里的参数不是字面量 "
+    "True（是名字、表达式、*args 或 **kwargs）：写它的是别处的代码，程序也可能会查看它的值",
     "s_passed": "先留着；要检查这个参数，请在写 retain_graph=True 的那处调用直接调用 "
     "backward() 的情况下运行 retaincheck",
-    "k_passed": "不改：无法判断（这个参数经 **kwargs 或形参从另一行传来）",
+    "k_passed": "不改：无法判断（这里的参数不是字面量 True，它来自别的行）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
     "proof_interrupted": "重新运行被中断了（Ctrl-C）",
     "proof_stopped": "受检查的那次运行收到了 {signal}，所以没有重新运行",

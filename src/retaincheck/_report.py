@@ -87,11 +87,11 @@ class CallRecord:
     that run's ``retain_graph`` (``_hooks.Session.hook_graph``): without the flag it may be
     compiled another way, so a site nothing else reused is ``"could not tell: kept"``."""
     passed_through: bool = False
-    """The flag reached the call at this line from another line: through ``*args``/``**kwargs``
-    (a wrapper, a mock of ``Tensor.backward``), or as a parameter of the function around it
-    that the function also reads (a helper that steps ``if not retain_graph``). The line that
-    writes it is elsewhere, and the program may look at the argument, so a site nothing else
-    reused is ``"could not tell: kept"``."""
+    """The flag is not the literal ``True`` at this line: a name or an expression
+    (``retain_graph=keep``), ``*args``/``**kwargs`` (a wrapper, a mock of ``Tensor.backward``),
+    or a positional name. The line that writes it is elsewhere, and the program may look at its
+    value (a helper that steps ``if not retain_graph``), so a site nothing else reused is
+    ``"could not tell: kept"``."""
     unproven: str = ""
     """Why the proof's rerun without this flag (``--fix``, ``--fail-on-unneeded``) did not
     complete as the audited run did, when it neither failed nor met a freed-graph error (its
