@@ -1004,3 +1004,28 @@ def test_the_last_tests_graph_that_lives_to_the_sessions_end_is_not_listed(pytes
     assert section(result)[0].startswith("no retain_graph=True found not needed"), \
         result.outlines
     assert section(result)[1].startswith("kept, not listed: test_last.py:8")
+
+
+@pytest.mark.proof  # a session with an xdist worker (a new interpreter that imports torch)
+def test_under_xdist_a_workers_last_graph_alive_at_its_end_is_not_listed(tmp_path):
+    """rev32b F-x20x: the last test's graph that lives to the session's end was left out in
+    the process that ran it; under xdist that is a worker, whose list never reached the main
+    process, and the site was listed "not needed". pytest_testnodedown carries it over."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(
+        "import test_last\n\n\ndef pytest_sessionfinish(session):\n"
+        "    if test_last.KEPT:\n        test_last.KEPT[0].backward()\n")
+    (tests / "test_last.py").write_text(
+        "import torch\n\nKEPT = []\n\n\ndef test_last():\n"
+        "    loss = torch.ones(3, requires_grad=True).exp().sum()\n"
+        "    loss.backward(retain_graph=True)\n    KEPT.append(loss)\n")
+    env = {k: v for k, v in os.environ.items()  # this suite's own xdist workers: not there
+           if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD" and not k.startswith("PYTEST_XDIST")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+         "-p", "no:randomly", "-n", "1", "--retaincheck", "tests"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no retain_graph=True found not needed (1 test audited" in proc.stdout, proc.stdout
+    assert "kept, not listed: tests/test_last.py:8" in proc.stdout

@@ -352,6 +352,15 @@ class _Plugin:
                                 if (keys := {_site_id(r) for r in records
                                              if r.verdict == "not needed"})]
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        """xdist, in the main process: the sites whose graph a worker's last test left alive
+        at the worker's end."""
+        raw = getattr(node, "workeroutput", {}).get("retaincheck_outlived")
+        if raw:
+            self.outlived.update(_site_name(file, line, real, self.root)
+                                 for file, line, real in json.loads(raw))
+
     def _outlived(self) -> list[tuple]:
         """The sites that looked not needed in the test before, whose kept graph still lives
         now that its function-scoped fixtures and locals are gone (rev28b F1: a module-scoped
@@ -432,9 +441,13 @@ class _Plugin:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         # the last test's graph, if it still lives now (no next test looked at it): a
-        # conftest's pytest_sessionfinish may have walked it (rev31b F-x20)
+        # conftest's pytest_sessionfinish may have walked it (rev31b F-x20); an xdist worker
+        # hands its own to the main process (rev32b F-x20x: pytest_testnodedown)
+        last = self._outlived()
+        if hasattr(session.config, "workeroutput"):
+            session.config.workeroutput["retaincheck_outlived"] = json.dumps(last)
         self.outlived.update(_site_name(file, line, real, self.root)
-                             for file, line, real in self._outlived())
+                             for file, line, real in last)
         unneeded = self.unneeded()
         if not (self.fail and unneeded and session.exitstatus == 0):
             return
