@@ -488,3 +488,34 @@ def test_a_flag_not_written_at_the_site_is_never_not_needed(tmp_path, shape):
     (call,) = report.calls
     assert site in call.code and call.verdict == COULD_NOT_TELL and call.passed_through, \
         report.format()
+
+
+@pytest.mark.parametrize("call", [
+    "loss.backward(None, retain_graph)",  # positional
+    "(\n            loss * 1\n        ).backward(retain_graph=retain_graph)",  # split, as black
+    "run = functools.partial(loss.backward, retain_graph=retain_graph)\n        run()",
+], ids=["positional", "split-over-lines", "partial"])
+def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, call):
+    """rev33 H1, H2, H3: the rule for a flag that is not the literal True looked only at the
+    retain_graph= keywords of calls starting on the running line: a positional flag, a call
+    split over lines (its .backward( runs below its first line) and a functools.partial got
+    past it, each a proven 6 where removing the caller's retain_graph=True changes training."""
+    source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
+              "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
+              "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
+              "def make(retain_graph=False):\n    def step(loss):\n"
+              f"        {call}\n        if not retain_graph:\n"
+              "            opt.step()\n            opt.zero_grad()\n    return step\n\n\n"
+              "more, last = make(retain_graph=True), make()\nlosses = []\nfor _ in range(3):\n"
+              "    first = model(x).pow(2).mean()\n    more(first)\n"
+              "    second = model(x).abs().mean()\n    last(second)\n"
+              "    losses += [first.detach(), second.detach()]\nresult = losses\n")
+    assert source.count("retain_graph=True") == 1
+    path = tmp_path / "helper.py"
+    path.write_text(source)
+    baseline, _ = run_fixture(path)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", ""))
+    assert not same(without, baseline)  # the truth: the flag matters
+    _, report = run_fixture(path, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.passed_through, report.format()

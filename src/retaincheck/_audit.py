@@ -149,14 +149,26 @@ def _mark_passed_through(session: Session) -> None:
         tree = _tree(source)
         if tree is None:
             continue
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == record.line]
+        # every call whose text covers the line: a call split over lines runs on the line of
+        # its ``.backward(`` while its node starts above it (rev33 H2: black's layout)
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and n.lineno <= record.line <= (n.end_lineno or n.lineno)]
+        if not calls:
+            continue
         written = any(k.arg == "retain_graph" for c in calls for k in c.keywords)
         splat = any(k.arg is None for c in calls for k in c.keywords) or any(
             isinstance(a, ast.Starred) for c in calls for a in c.args)
         named = any(k.arg == "retain_graph" and not (
             isinstance(k.value, ast.Constant) and k.value.value is True)
             for c in calls for k in c.keywords)
-        if (splat and not written) or named or _parameter_read_elsewhere(tree, calls):
+        # no retain_graph= and no create_graph= here: the flag is positional (rev33 H1:
+        # loss.backward(None, retain_graph)) or bound elsewhere (rev33 H3: a partial's);
+        # only a literal True among the arguments is written at this line
+        implied = not written and not splat and not any(
+            k.arg == "create_graph" for c in calls for k in c.keywords) and not any(
+            isinstance(a, ast.Constant) and a.value is True for c in calls for a in c.args)
+        if ((splat and not written) or named or implied
+                or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
 
 
