@@ -282,18 +282,8 @@ def leftovers(token: str | None, project: str | None = None,
     for pid in _adopted():  # orphans of the program, whatever their environment (rev27v V02)
         if pid not in children and _alive(pid):  # not this process's own from before
             return f"process {pid} ({_command(pid)[:80]})"
-    needle = f"RETAINCHECK_RUN={token}".encode()
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        if pid == os.getpid():
-            continue
+    for pid in _marked(f"RETAINCHECK_RUN={token}"):
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
         except OSError:
@@ -301,6 +291,25 @@ def leftovers(token: str | None, project: str | None = None,
         if _alive(pid):
             return f"process {pid} ({command[:80]})"
     return None
+
+
+def _marked(variable: str):
+    """The other processes whose environment holds ``variable`` (``NAME=value``), from Linux's
+    ``/proc``; none where it cannot be read."""
+    needle = variable.encode()
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    yield pid
+        except OSError:
+            continue
 
 
 def adopt_orphans() -> bool:
@@ -520,18 +529,8 @@ def _kill_rerun(spec: str) -> None:
     retaincheck had put it back and exited). Not a process group of its own: the rerun would
     then be a background job of the terminal, stopped for good at its first read of it
     (rev31a F4: getpass). A process started with another environment is not found."""
-    needle = f"RETAINCHECK_PROOF_SPEC={spec}".encode()
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return
-    for pid in pids:
-        if pid == os.getpid():
-            continue
+    for pid in _marked(f"RETAINCHECK_PROOF_SPEC={spec}"):
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
             os.kill(pid, signal.SIGKILL)
         except OSError:
             continue
