@@ -829,6 +829,42 @@ def test_a_stop_signal_during_the_audited_run_is_the_programs_once(tmp_path, gro
     assert "COULD NOT TELL: KEPT" in out
 
 
+RERUN_WITH_A_LATE_JOB = """import os
+import subprocess
+import sys
+
+import torch
+
+w = torch.ones(3, requires_grad=True)
+(w * 2).exp().sum().backward(retain_graph=True)
+if os.path.exists("../first"):  # the rerun: its evaluation job writes late
+    open("log.txt", "w").write("the rerun's")
+    open("../rerun-started", "w").close()
+    subprocess.run([sys.executable, "-c",
+                    "import time; time.sleep(2); open('late.txt', 'w').close()"])
+else:
+    open("log.txt", "w").write("the audited run's")
+open("../first", "w").close()
+"""
+
+
+def _stop_during_the_rerun(tmp_path: Path, number: int) -> None:
+    """Send ``number`` to retaincheck alone while its rerun runs: retaincheck ends with
+    128 + number, the rerun's late job never writes, and the audited run's file is back."""
+    import time
+
+    work = tmp_path / "work"  # (the audited run's files in it are set aside for the rerun)
+    work.mkdir()
+    (work / "train.py").write_text(RERUN_WITH_A_LATE_JOB)
+    status, out, err = _signal_when(
+        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "train.py"], work,
+        "../rerun-started", number, False)
+    assert status == 128 + number, out + err
+    time.sleep(3)
+    assert not (work / "late.txt").exists()
+    assert (work / "log.txt").read_text() == "the audited run's"
+
+
 @pytest.mark.proof  # the audited run, then a rerun, stopped
 def test_sigterm_to_retaincheck_stops_the_program_and_the_reruns_processes(tmp_path):
     """rev30a H2: a program that does not handle SIGTERM dies of it, as in a plain run, not
@@ -838,22 +874,7 @@ def test_sigterm_to_retaincheck_stops_the_program_and_the_reruns_processes(tmp_p
     import signal
     import time
 
-    work = tmp_path / "work"  # (the audited run's files in it are set aside for the rerun)
-    work.mkdir()
-    (work / "train.py").write_text(
-        "import os\nimport subprocess\nimport sys\n\nimport torch\n\n"
-        "w = torch.ones(3, requires_grad=True)\n(w * 2).exp().sum().backward(retain_graph=True)\n"
-        "if os.path.exists('../first'):  # the rerun: its evaluation job writes late\n"
-        "    open('../rerun-started', 'w').close()\n"
-        "    subprocess.run([sys.executable, '-c', 'import time; time.sleep(2); "
-        "open(\\'late.txt\\', \\'w\\').close()'])\n"
-        "open('../first', 'w').close()\n")
-    status, out, err = _signal_when(
-        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "train.py"], work,
-        "../rerun-started", signal.SIGTERM, False)
-    assert status == 143, out + err
-    time.sleep(3)
-    assert not (work / "late.txt").exists()
+    _stop_during_the_rerun(tmp_path, signal.SIGTERM)
     (tmp_path / "loop.py").write_text(
         "import time\n\nimport torch\n\nw = torch.ones(3, requires_grad=True)\n"
         "(w * 2).exp().sum().backward(retain_graph=True)\nopen('running', 'w').close()\n"
@@ -911,27 +932,8 @@ def test_sigusr1_during_the_rerun_puts_back_and_stops_the_reruns_processes(tmp_p
     retaincheck by default: what the audited run made stayed in the temporary folder, the
     folder kept the rerun's half-written files, and the rerun's processes wrote on."""
     import signal
-    import time
 
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "train.py").write_text(
-        "import os\nimport subprocess\nimport sys\n\nimport torch\n\n"
-        "w = torch.ones(3, requires_grad=True)\n(w * 2).exp().sum().backward(retain_graph=True)\n"
-        "if os.path.exists('../first'):  # the rerun\n"
-        "    open('log.txt', 'w').write('the rerun\\'s')\n"
-        "    open('../rerun-started', 'w').close()\n"
-        "    subprocess.run([sys.executable, '-c', 'import time; time.sleep(2); "
-        "open(\\'late.txt\\', \\'w\\').close()'])\n"
-        "else:\n    open('log.txt', 'w').write('the audited run\\'s')\n"
-        "open('../first', 'w').close()\n")
-    status, out, err = _signal_when(
-        [sys.executable, "-m", "retaincheck", "--fail-on-unneeded", "train.py"], work,
-        "../rerun-started", signal.SIGUSR1, False)
-    assert status == 128 + signal.SIGUSR1, out + err
-    time.sleep(3)
-    assert not (work / "late.txt").exists()
-    assert (work / "log.txt").read_text() == "the audited run's"
+    _stop_during_the_rerun(tmp_path, signal.SIGUSR1)
 
 
 IGNORES_CTRL_C = """import signal
