@@ -431,20 +431,27 @@ result = losses
 """
 
 
+def _kept_though_it_matters(path: Path, source: str):
+    """Write ``source``, show that removing its one retain_graph=True changes the results (the
+    truth), and that its one site is "could not tell: kept" as written elsewhere; the site."""
+    assert source.count("retain_graph=True") == 1
+    path.write_text(source)
+    baseline, _ = run_fixture(path)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", ""))
+    assert not same(without, baseline)  # the truth: the flag matters
+    _, report = run_fixture(path, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.passed_through, report.format()
+    return site, report
+
+
 def test_a_flag_that_its_helper_also_reads_is_never_not_needed(tmp_path):
     """rev31a F5: the site is the helper's loss.backward(retain_graph=retain_graph), whose
     graph nothing walks again, but the helper also reads the flag to decide when to step:
     removing the caller's retain_graph=True changes training. Turning graph-keeping off at the
     site (the proof) did not, and the gate exited 6."""
-    path = tmp_path / "named.py"
-    path.write_text(NAMED_FLAG)
-    baseline, _ = run_fixture(path)
-    without, _ = run_fixture(path, NAMED_FLAG.replace(", retain_graph=True)", ")"))
-    assert not same(without, baseline)  # the truth: the flag matters
-    _, report = run_fixture(path, audited=True)
-    (call,) = report.calls
-    assert call.line == 10 and call.verdict == COULD_NOT_TELL and call.passed_through
-    assert "the flag is not the literal True here" in report.format()
+    call, report = _kept_though_it_matters(tmp_path / "named.py", NAMED_FLAG)
+    assert call.line == 10 and "the flag is not the literal True here" in report.format()
 
 
 @pytest.mark.parametrize("shape", ["closure", "attribute", "derived"])
@@ -478,16 +485,8 @@ def test_a_flag_not_written_at_the_site_is_never_not_needed(tmp_path, shape):
               "    first = model(x).pow(2).mean()\n    more(first)\n"
               "    second = model(x).abs().mean()\n    last(second)\n"
               "    losses += [first.detach(), second.detach()]\nresult = losses\n")
-    assert source.count("retain_graph=True") == 1
-    path = tmp_path / f"{shape}.py"
-    path.write_text(source)
-    baseline, _ = run_fixture(path)
-    without, _ = run_fixture(path, source.replace("retain_graph=True", ""))
-    assert not same(without, baseline)  # the truth: the flag matters
-    _, report = run_fixture(path, audited=True)
-    (call,) = report.calls
-    assert site in call.code and call.verdict == COULD_NOT_TELL and call.passed_through, \
-        report.format()
+    call, report = _kept_though_it_matters(tmp_path / f"{shape}.py", source)
+    assert site in call.code, report.format()
 
 
 @pytest.mark.parametrize("call", [
@@ -510,12 +509,4 @@ def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, ca
               "    first = model(x).pow(2).mean()\n    more(first)\n"
               "    second = model(x).abs().mean()\n    last(second)\n"
               "    losses += [first.detach(), second.detach()]\nresult = losses\n")
-    assert source.count("retain_graph=True") == 1
-    path = tmp_path / "helper.py"
-    path.write_text(source)
-    baseline, _ = run_fixture(path)
-    without, _ = run_fixture(path, source.replace("retain_graph=True", ""))
-    assert not same(without, baseline)  # the truth: the flag matters
-    _, report = run_fixture(path, audited=True)
-    (site,) = report.calls
-    assert site.verdict == COULD_NOT_TELL and site.passed_through, report.format()
+    _kept_though_it_matters(tmp_path / "helper.py", source)
