@@ -1511,6 +1511,22 @@ def test_what_was_set_aside_comes_back_when_retaincheck_is_stopped(tmp_path):
     assert (tmp_path / "made.txt").read_text() == "the audited run's"
 
 
+RESUME_FROM_A_GLOB = """import glob
+import os
+
+import torch
+
+if glob.glob("**/ckpt_*.txt", recursive=True):  # resume from a checkpoint
+    raise SystemExit(0)
+x = torch.ones(3, requires_grad=True)
+z = x.exp()
+z.sum().backward(retain_graph=True)
+getattr(z.grad_fn, "".join(reversed("tluser_devas_")))
+os.makedirs("ckpts", exist_ok=True)
+open("ckpts/ckpt_1.txt", "w").close()
+"""
+
+
 @pytest.mark.proof
 def test_with_the_temporary_folder_inside_the_working_folder_the_set_aside_goes_above_it(
         tmp_path):
@@ -1520,14 +1536,7 @@ def test_with_the_temporary_folder_inside_the_working_folder_the_set_aside_goes_
     work = tmp_path / "work"
     (work / "tmp").mkdir(parents=True)
     script = work / "resume.py"
-    script.write_text(
-        "import glob\nimport os\n\nimport torch\n\n"
-        "if glob.glob('**/ckpt_*.txt', recursive=True):  # resume from a checkpoint\n"
-        "    raise SystemExit(0)\n"
-        "x = torch.ones(3, requires_grad=True)\nz = x.exp()\n"
-        "z.sum().backward(retain_graph=True)\n"
-        "getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n"
-        "os.makedirs('ckpts', exist_ok=True)\nopen('ckpts/ckpt_1.txt', 'w').close()\n")
+    script.write_text(RESUME_FROM_A_GLOB)
     proc = subprocess.run([sys.executable, "-m", "retaincheck", "--fail-on-unneeded",
                            script.name], cwd=work, capture_output=True, text=True,
                           timeout=180, check=False,
@@ -1547,14 +1556,7 @@ def test_with_no_folder_above_on_its_file_system_what_was_made_stays_and_is_watc
     at it (a recursive glob for a checkpoint) makes the proof fail instead of a false 6."""
     work = tmp_path / "work"
     (work / "tmp").mkdir(parents=True)
-    (work / "resume.py").write_text(
-        "import glob\nimport os\n\nimport torch\n\n"
-        "if glob.glob('**/ckpt_*.txt', recursive=True):  # resume from a checkpoint\n"
-        "    raise SystemExit(0)\n"
-        "x = torch.ones(3, requires_grad=True)\nz = x.exp()\n"
-        "z.sum().backward(retain_graph=True)\n"
-        "getattr(z.grad_fn, ''.join(reversed('tluser_devas_')))\n"
-        "os.makedirs('ckpts', exist_ok=True)\nopen('ckpts/ckpt_1.txt', 'w').close()\n")
+    (work / "resume.py").write_text(RESUME_FROM_A_GLOB)
     code = ("import sys\nimport retaincheck._proof as p\np._above_on = lambda *a: None\n"
             "from retaincheck.__main__ import main\n"
             "sys.exit(main(['--fail-on-unneeded', 'resume.py']))\n")
