@@ -938,6 +938,17 @@ def test_a_saved_tensor_read_in_a_doctest_or_a_markdown_fence_keeps_the_site(pyt
     assert listed == ["README.md:16  y.backward(retain_graph=True)"], result.outlines
 
 
+def _under_one_xdist_worker(folder, *args: str) -> subprocess.CompletedProcess:
+    """``pytest --retaincheck -n 1 args...`` in ``folder``, a new interpreter with the
+    installed plugins (not this suite's own xdist worker's variables)."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD" and not k.startswith("PYTEST_XDIST")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+         "-p", "no:randomly", "-n", "1", "--retaincheck", *args], cwd=folder, env=env,
+        capture_output=True, text=True, timeout=180, check=False)
+
+
 @pytest.mark.proof  # a session with an xdist worker (a new interpreter that imports torch)
 def test_under_xdist_a_conftest_that_moves_folder_still_keeps_an_outlived_graph(tmp_path):
     """rev30b F-x1: an xdist worker started after a conftest moved to the tests' folder named
@@ -954,12 +965,7 @@ def test_under_xdist_a_conftest_that_moves_folder_still_keeps_an_outlived_graph(
         "def test_head_a(encoded):\n    w, h = encoded\n"
         "    h.sum().backward(retain_graph=True)\n\n\n"
         "def test_head_b(encoded):\n    w, h = encoded\n    h.pow(2).sum().backward()\n")
-    env = {k: v for k, v in os.environ.items()  # this suite's own xdist workers: not there
-           if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD" and not k.startswith("PYTEST_XDIST")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-         "-p", "no:randomly", "-n", "1", "--retaincheck"], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=180, check=False)
+    proc = _under_one_xdist_worker(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no retain_graph=True found not needed (2 tests audited" in proc.stdout, proc.stdout
     assert "kept, not listed: tests/test_enc.py:13: looked not needed" in proc.stdout
@@ -1020,12 +1026,7 @@ def test_under_xdist_a_workers_last_graph_alive_at_its_end_is_not_listed(tmp_pat
         "import torch\n\nKEPT = []\n\n\ndef test_last():\n"
         "    loss = torch.ones(3, requires_grad=True).exp().sum()\n"
         "    loss.backward(retain_graph=True)\n    KEPT.append(loss)\n")
-    env = {k: v for k, v in os.environ.items()  # this suite's own xdist workers: not there
-           if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD" and not k.startswith("PYTEST_XDIST")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-         "-p", "no:randomly", "-n", "1", "--retaincheck", "tests"], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=180, check=False)
+    proc = _under_one_xdist_worker(tmp_path, "tests")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no retain_graph=True found not needed (1 test audited" in proc.stdout, proc.stdout
     assert "kept, not listed: tests/test_last.py:8" in proc.stdout
