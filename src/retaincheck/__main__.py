@@ -1161,7 +1161,9 @@ def _wait_for_the_audit(child: int, outcome_file: str, wake: int):
                             os.kill(child, number)
                         except ProcessLookupError:
                             pass
-                info = signal.sigtimedwait(waited, 0.05 if pending else 0.5)
+                # a short wait: SIGCHLD (blocked only in this thread) may be taken and dropped
+                # by another thread of this process, so the child's end is also polled for
+                info = signal.sigtimedwait(waited, 0.05)
                 if info is not None and info.si_signo in watched:
                     STOPPED.append(info.si_signo)
                     if (time.monotonic() - child_got.get(info.si_signo, -9.0) >= 1.0
