@@ -711,7 +711,7 @@ def _end_like_python(namespaces: list, imported: list) -> None:
     import io
     import types
 
-    from ._fix import _installed
+    from ._places import _installed
 
     running = [t for t in threading.enumerate() if t is not threading.current_thread()
                and not t.name.startswith("retaincheck-") and t.is_alive()]

@@ -19,7 +19,6 @@ import difflib
 import io
 import os
 import shutil
-import sysconfig
 import tokenize
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ._hooks import _without_comment
 from ._messages import message, reused_by
+from ._places import _installed
 
 
 @dataclass
@@ -86,55 +86,6 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
         shown = m(key) if lang != "en" and key else repr(record.verdict)
         return m("k_verdict", verdict=shown)
     return None
-
-
-def _protected_dirs() -> list[str]:
-    import site
-
-    names = ("stdlib", "platstdlib", "purelib", "platlib")
-    paths = {sysconfig.get_paths().get(n) for n in names}
-    try:  # pip install --user (rev28a F6), and the interpreter's other site folders
-        paths.update([site.getusersitepackages(), *site.getsitepackages()])
-    except AttributeError:  # a virtualenv's old site module
-        pass
-    return [os.path.realpath(p) + os.sep for p in paths if p]
-
-
-def _installed(real: str) -> bool:
-    """A file of the standard library or of an installed package: in one of this interpreter's
-    folders for them, or in any ``site-packages`` or ``dist-packages`` folder (another
-    environment's, a folder put on ``sys.path`` by hand)."""
-    parts = real.split(os.sep)
-    return (any(real.startswith(d) for d in _protected_dirs())
-            or "site-packages" in parts or "dist-packages" in parts or _recorded(real))
-
-
-def _recorded(real: str) -> bool:
-    """Whether an installed distribution lists the file in its ``*.dist-info/RECORD``, in a
-    folder above it: a package put in a folder of its own (``pip install --target DIR``,
-    rev29a G1)."""
-    import csv
-
-    folder = os.path.dirname(real)
-    for _ in range(8):
-        try:
-            infos = [e.path for e in os.scandir(folder)
-                     if e.name.endswith(".dist-info") and e.is_dir()]
-        except OSError:
-            infos = []
-        name = os.path.relpath(real, folder).replace(os.sep, "/")
-        for info in infos:
-            try:
-                with open(os.path.join(info, "RECORD"), encoding="utf-8", newline="") as f:
-                    if any(row and row[0] == name for row in csv.reader(f)):
-                        return True
-            except OSError:
-                continue
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return False
 
 
 def _code_line(source: bytes, line: int) -> str | None:
