@@ -510,3 +510,40 @@ def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, ca
               "    second = model(x).abs().mean()\n    last(second)\n"
               "    losses += [first.detach(), second.detach()]\nresult = losses\n")
     _kept_though_it_matters(tmp_path / "helper.py", source)
+
+
+def test_a_flag_in_code_with_no_file_is_never_not_needed(tmp_path):
+    """The helper that writes retain_graph=retain_graph is compiled from a string (exec): the
+    rule above could not read its line and let the site through as "not needed", though
+    removing the caller's retain_graph=True changes training. Code that cannot be read is
+    "could not tell: kept"."""
+    helper = ("def make(retain_graph=False):\n    def step(loss):\n"
+              "        loss.backward(retain_graph=retain_graph)\n        if not retain_graph:\n"
+              "            opt.step()\n            opt.zero_grad()\n    return step\n")
+    source = ("import torch\n\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
+              "x = torch.randn(8, 4)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              f"exec(compile({helper!r}, '<helper>', 'exec'))\n"
+              "more, last = make(retain_graph=True), make()\nlosses = []\nfor _ in range(3):\n"
+              "    first = model(x).pow(2).mean()\n    more(first)\n"
+              "    second = model(x).abs().mean()\n    last(second)\n"
+              "    losses += [first.detach(), second.detach()]\nresult = losses\n")
+    call, report = _kept_though_it_matters(tmp_path / "from_a_string.py", source)
+    assert call.file == "<helper>" and "the code of this line cannot be read" in report.format()
+
+
+def test_code_python_keeps_in_linecache_is_read_as_a_file_is(tmp_path):
+    """A notebook cell's code (and a doctest example's) lives in linecache, not in a file: the
+    literal True there is read from it, and the site keeps its "not needed"."""
+    import linecache
+
+    cell = str(tmp_path / "ipykernel_1" / "cell.py")  # no such file: as ipykernel names a cell
+    text = ("import torch\nw = torch.ones(3, requires_grad=True)\n"
+            "(w * w).sum().backward(retain_graph=True)\n")
+    linecache.cache[cell] = (len(text), None, text.splitlines(keepends=True), cell)
+    try:
+        with retaincheck.audit() as report:
+            exec(compile(text, cell, "exec"), {})
+    finally:
+        linecache.cache.pop(cell, None)
+    (call,) = report.calls
+    assert (call.verdict, call.passed_through) == ("not needed", False), report.format()

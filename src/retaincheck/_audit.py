@@ -144,16 +144,29 @@ def _mark_passed_through(session: Session) -> None:
 
     for record in session.report.calls:
         source = getattr(record, "_source", None)
-        if record.needed or record.history_leak or not source or source.startswith("<"):
+        if record.needed or record.history_leak:
             continue
-        tree = _tree(source)
-        if tree is None:
-            continue
+        # The site's file; else its text as Python had it while it ran (a notebook cell's, a
+        # doctest example's); else the line alone (a Markdown fence that pytest-markdown-docs
+        # runs under the .md file's name): line 1 of that text.
+        tree, at = _tree(source) if source and not source.startswith("<") else None, record.line
+        texts = ("".join(getattr(record, "_lines", None) or ()), record.code or "")
+        for text in texts if tree is None else ():
+            try:
+                tree = ast.parse(text) if text else None
+            except (SyntaxError, ValueError):
+                continue
+            at = 1 if text is texts[1] else record.line
+            break
         # every call whose text covers the line: a call split over lines runs on the line of
         # its ``.backward(`` while its node starts above it (rev33 H2: black's layout)
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and n.lineno <= record.line <= (n.end_lineno or n.lineno)]
+        calls = [] if tree is None else [
+            n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and n.lineno <= at <= (n.end_lineno or n.lineno)]
         if not calls:
+            # code compiled from a string (exec), a file gone or changed since it ran: what
+            # the line writes cannot be seen, so whether the flag is the literal True cannot
+            record.passed_through = record._unread = True
             continue
         written = any(k.arg == "retain_graph" for c in calls for k in c.keywords)
         splat = any(k.arg is None for c in calls for k in c.keywords) or any(

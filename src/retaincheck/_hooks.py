@@ -606,6 +606,9 @@ class Session:
                         code = _without_comment(linecache.getline(filename, key[1]))
                         record = CallRecord(key[0], key[1], function, code, kind)
                         record._source = filename  # the code's own file name, for the proof
+                        # its text as Python had it while it ran: a notebook cell's or a
+                        # doctest example's lives in linecache only (_mark_passed_through)
+                        record._lines = linecache.getlines(filename)
                         record._frames = set()  # (file, line) on its stacks: _untaken
                         record._shapes = set()
                         self.records[key] = record

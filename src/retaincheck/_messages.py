@@ -489,6 +489,11 @@ EN.update({
     "retain_graph=True calls backward() itself",
     "k_passed": "kept: could not tell (the flag is not the literal True here: it comes from "
     "another line)",
+    "why_unread": ": no later backward() or grad() walked this graph, but the code of this line "
+    "cannot be read (compiled from a string, or its file changed or went away after it ran), so "
+    "whether the flag is the literal True here cannot be seen",
+    "s_unread": "keep it; to check it, put the code in a file and run retaincheck on that",
+    "k_unread": "kept: could not tell (the code of this line cannot be read)",
     "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
     "freed-graph errors it catches",
     "proof_interrupted": "the rerun was interrupted (Ctrl-C)",
@@ -528,6 +533,10 @@ ZH.update({
     "s_passed": "先留着；要检查这个参数，请在写 retain_graph=True 的那处调用直接调用 "
     "backward() 的情况下运行 retaincheck",
     "k_passed": "不改：无法判断（这里的参数不是字面量 True，它来自别的行）",
+    "why_unread": "。之后没有 backward() 或 grad() 遍历这张计算图，但读不到这一行的代码（它由字符串"
+    "编译而来，或者运行之后文件改了、不在了），看不出这里的参数是不是字面量 True",
+    "s_unread": "先留着；要检查它，请把代码存进文件，再用 retaincheck 运行",
+    "k_unread": "不改：无法判断（读不到这一行的代码）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
     "proof_interrupted": "重新运行被中断了（Ctrl-C）",
     "proof_stopped": "受检查的那次运行收到了 {signal}，所以没有重新运行",

@@ -91,7 +91,9 @@ class CallRecord:
     (``retain_graph=keep``), ``*args``/``**kwargs`` (a wrapper, a mock of ``Tensor.backward``),
     or a positional name. The line that writes it is elsewhere, and the program may look at its
     value (a helper that steps ``if not retain_graph``), so a site nothing else reused is
-    ``"could not tell: kept"``."""
+    ``"could not tell: kept"``. Also true when the line's code cannot be read (compiled from a
+    string with ``exec``, or its file changed or went away after it ran): what it writes cannot
+    be seen."""
     unproven: str = ""
     """Why the proof's rerun without this flag (``--fix``, ``--fail-on-unneeded``) did not
     complete as the audited run did, when it neither failed nor met a freed-graph error (its
@@ -257,7 +259,7 @@ class Report:
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.compiled:
                 verdict += m("why_compiled")
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.passed_through:
-                verdict += m("why_passed")
+                verdict += m("why_unread" if getattr(c, "_unread", False) else "why_passed")
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
                 if len(c.unseen_calls) > 3:
