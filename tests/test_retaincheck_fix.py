@@ -1917,3 +1917,30 @@ def test_with_a_daemon_thread_running_the_globals_stay_and_open_files_are_flushe
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr
     assert (tmp_path / "train.log").read_text() == "step 0\nstep 1\nstep 2\n"
+
+
+def test_a_site_is_named_and_edited_where_it_ran_after_the_program_moves(tmp_path,
+                                                                       monkeypatch):
+    """rev34a K1: a script that does os.chdir(its own folder) was named from there
+    ("train.py:7" for exp2/train.py), and --fix joined that name with the folder the run
+    started in: it proved and wrote ./train.py, a copy whose second backward() then raised."""
+    from retaincheck._fix import _locate
+
+    text = ("import os\nos.chdir(os.path.dirname(os.path.abspath(__file__)))\nimport torch\n"
+            "w = torch.ones(3, requires_grad=True)\nloss = (w * w).sum()\n"
+            "loss.backward(retain_graph=True)\n")
+    (tmp_path / "exp2").mkdir()
+    (tmp_path / "train.py").write_text(text + "loss.backward()\n")  # needs the flag
+    script = tmp_path / "exp2" / "train.py"
+    script.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    with retaincheck.audit() as report:
+        exec(compile(text, str(script), "exec"), {"__file__": str(script)})
+    (call,) = report.calls
+    assert (call.file, call.line, call.verdict) == ("exp2/train.py", 6, "not needed")
+    assert _locate(call, [str(tmp_path)]) == (str(script), None)
+    call.file = "train.py"  # named as before: the file Python ran still decides
+    assert _locate(call, [str(tmp_path)]) == (str(script), None)
+    call.file = "exp2/train.py"
+    del call._source  # a record from JSON, or from an xdist worker: its name alone
+    assert _locate(call, [str(tmp_path)]) == (str(tmp_path / "exp2" / "train.py"), None)

@@ -100,7 +100,10 @@ def _locate(record, dirs: list[str], lang: str = "en") -> tuple[str | None, str 
     """(path, None) of the file the record's line is in, or (None, reason in ``lang``)."""
     if record.file.startswith("<"):
         return None, message("k_not_file", lang, file=record.file)
-    if os.path.isabs(record.file):
+    source = getattr(record, "_source", None)  # the code's own file name, as Python had it
+    if isinstance(source, str) and os.path.isabs(source):
+        candidates = [source]
+    elif os.path.isabs(record.file):
         candidates = [record.file]
     else:  # relative to the working directory at the time of the call
         candidates = [os.path.join(d, record.file) for d in [*dirs, os.getcwd()]]

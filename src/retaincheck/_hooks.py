@@ -232,6 +232,9 @@ class Session:
         self.own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
         self.code_kind: dict = {}  # code object -> 0 skip, 1 torch internal, 2 user
         self.display: dict = {}
+        # sites are named from where the run started, also after the program's os.chdir
+        # (rev34a K1: "train.py:7" of a script that moved into exp2/ named ./train.py)
+        self.start_dir = os.getcwd()
         self.sites: dict = {}  # (code object, line) -> its site
         self.originals: dict[str, object] = {}
         ag = torch.autograd
@@ -559,7 +562,7 @@ class Session:
         cwd = os.getcwd()
         path = self.display.get((filename, cwd))
         if path is None:
-            path = self.display[(filename, cwd)] = _display_path(filename, cwd)
+            path = self.display[(filename, cwd)] = _display_path(filename, self.start_dir)
         return path
 
     def site_of(self, frame):
@@ -988,10 +991,12 @@ def _without_comment(line: str) -> str:
     return line.strip()
 
 
-def _display_path(filename: str, cwd: str) -> str:
+def _display_path(filename: str, start: str) -> str:
+    """``filename`` (relative ones to the working directory now) relative to ``start`` when
+    it lies below it, else absolute."""
     if filename.startswith("<"):
         return filename
     path = os.path.abspath(filename)
-    if path.startswith(cwd + os.sep):
-        return os.path.relpath(path, cwd)
+    if path.startswith(start + os.sep):
+        return os.path.relpath(path, start)
     return path
