@@ -493,12 +493,21 @@ def test_a_flag_not_written_at_the_site_is_never_not_needed(tmp_path, shape):
     "loss.backward(None, retain_graph)",  # positional
     "(\n            loss * 1\n        ).backward(retain_graph=retain_graph)",  # split, as black
     "run = functools.partial(loss.backward, retain_graph=retain_graph)\n        run()",
-], ids=["positional", "split-over-lines", "partial"])
+    "run = functools.partial(loss.backward, retain_graph=retain_graph)\n"
+    "        run(create_graph=False)",
+    "loss.backward(torch.ones(1).sum(0, True).squeeze(), retain_graph)",
+    "gs = torch.autograd.grad(loss, list(model.parameters()), None, retain_graph, False, True)\n"
+    "        for p, g in zip(model.parameters(), gs):\n"
+    "            p.grad = g if p.grad is None else p.grad + g",
+], ids=["positional", "split-over-lines", "partial", "partial-create-graph",
+        "another-literal-true", "grad-positional"])
 def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, call):
     """rev33 H1, H2, H3: the rule for a flag that is not the literal True looked only at the
     retain_graph= keywords of calls starting on the running line: a positional flag, a call
     split over lines (its .backward( runs below its first line) and a functools.partial got
-    past it, each a proven 6 where removing the caller's retain_graph=True changes training."""
+    past it, each a proven 6 where removing the caller's retain_graph=True changes training.
+    rev34a J1, J2, J2b, rev34b F1-F3: then a create_graph= at the call let a partial's flag
+    through, and any literal True on the line (keepdim, only_inputs) a positional one."""
     source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
               "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
@@ -547,3 +556,19 @@ def test_code_python_keeps_in_linecache_is_read_as_a_file_is(tmp_path):
         linecache.cache.pop(cell, None)
     (call,) = report.calls
     assert (call.verdict, call.passed_through) == ("not needed", False), report.format()
+
+
+@pytest.mark.parametrize("call", [
+    "loss.backward(None, True)",
+    "torch.autograd.backward(loss, None, True)",
+    "torch.autograd.grad(loss, w, None, True)",
+])
+def test_a_literal_true_in_the_flags_own_place_keeps_its_verdict(tmp_path, call):
+    """The other side of the rule above: a literal True at retain_graph's position is written
+    at the site, and nothing walks this graph again: "not needed", not "could not tell"."""
+    path = tmp_path / "literal.py"
+    path.write_text("import torch\n\nw = torch.ones(3, requires_grad=True)\n"
+                    f"loss = (w * w).sum()\n{call}\nresult = [w.grad]\n")
+    _, report = run_fixture(path, audited=True)
+    (site,) = report.calls
+    assert (site.verdict, site.passed_through) == ("not needed", False), report.format()

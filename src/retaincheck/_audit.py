@@ -174,15 +174,61 @@ def _mark_passed_through(session: Session) -> None:
         named = any(k.arg == "retain_graph" and not (
             isinstance(k.value, ast.Constant) and k.value.value is True)
             for c in calls for k in c.keywords)
-        # no retain_graph= and no create_graph= here: the flag is positional (rev33 H1:
-        # loss.backward(None, retain_graph)) or bound elsewhere (rev33 H3: a partial's);
-        # only a literal True among the arguments is written at this line
-        implied = not written and not splat and not any(
-            k.arg == "create_graph" for c in calls for k in c.keywords) and not any(
-            isinstance(a, ast.Constant) and a.value is True for c in calls for a in c.args)
+        # each call on the line that may start the pass must write its flag as a literal True
+        # (by keyword, by position, or as create_graph=True, which it defaults to); else it is
+        # positional (rev33 H1: loss.backward(None, retain_graph)) or bound elsewhere (rev33
+        # H3: a partial's, also called with create_graph=: rev34a J1, rev34b F1, F3). A
+        # literal True of another parameter or call on the line does not count (rev34a J2,
+        # J2b: out.norm(2, 1, True); autograd.grad's only_inputs)
+        starters = [c for c in calls if _starts_a_pass(c)]
+        implied = not starters or not all(_literal_flag(c) for c in starters)
         if ((splat and not written) or named or implied
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
+
+
+# the position of retain_graph in the calls that start a pass: Tensor.backward(gradient,
+# retain_graph, ...), torch.autograd.backward(tensors, grad_tensors, retain_graph, ...),
+# torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph, ...)
+_FLAG_AT = {"method": 1, "backward": 2, "grad": 3}
+
+
+def _starts_a_pass(call) -> bool:
+    """A call that may start a backward pass: one that writes ``retain_graph=`` or
+    ``create_graph=`` (also through an alias, ``g = torch.autograd.grad``), ``grad``, or one
+    with "backward" in its name (``loss.backward``, ``accelerator.backward``)."""
+    import ast
+
+    if any(k.arg in ("retain_graph", "create_graph") for k in call.keywords):
+        return True
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name == "grad" or "backward" in name
+
+
+def _literal_flag(call) -> bool:
+    """Whether the call writes its retain flag as the literal True: ``retain_graph=True``,
+    ``create_graph=True`` with no ``retain_graph=``, or True at retain_graph's position in
+    ``Tensor.backward``, ``torch.autograd.backward`` or ``torch.autograd.grad``."""
+    import ast
+
+    def true(node) -> bool:
+        return isinstance(node, ast.Constant) and node.value is True
+
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    if "retain_graph" in keywords:
+        return true(keywords["retain_graph"])
+    if true(keywords.get("create_graph")):
+        return True
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "backward":
+        owner = func.value  # torch.autograd.backward, autograd.backward: a function
+        kind = "backward" if (getattr(owner, "attr", None) or getattr(owner, "id", None)) == (
+            "autograd") else "method"
+    else:
+        kind = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    at = _FLAG_AT.get(kind)
+    return at is not None and len(call.args) > at and true(call.args[at])
 
 
 def _parameter_read_elsewhere(tree, calls) -> bool:
