@@ -934,6 +934,29 @@ def test_a_saved_tensor_read_in_a_doctest_or_a_markdown_fence_keeps_the_site(pyt
     assert listed == ["README.md:16  y.backward(retain_graph=True)"], result.outlines
 
 
+def test_a_flag_written_elsewhere_in_a_doctest_or_a_markdown_fence_is_not_listed(pytester,
+                                                                               monkeypatch):
+    """rev34b F8, F4b: a fence (run under the Markdown file's name, which is not Python) and a
+    doctest example (<doctest ...>) were never read for the not-literal-True rule, so
+    retain_graph=keep was listed "not needed", and the fence's proven 6 broke a helper that
+    steps only when not keeping. Their code is read from what Python keeps of it."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    step = ("import torch\n\ndef backward_step(loss, opt, keep):\n"
+            "    loss.backward(retain_graph=keep)\n    if not keep:\n        opt.step()\n\n"
+            "w = torch.nn.Parameter(torch.ones(3))\nopt = torch.optim.SGD([w], lr=0.1)\n"
+            "backward_step((torch.tanh(w) * 2).sum(), opt, True)\n"
+            "backward_step((w ** 2).sum(), opt, False)\n")
+    pytester.makefile(".md", README=f"# Accumulate\n\n```python\n{step}```\n")
+    pytester.makefile(".txt", guide=">>> import torch\n>>> keep = True\n"
+                      ">>> w = torch.ones(3, requires_grad=True)\n"
+                      ">>> (torch.tanh(w) * 2).sum().backward(retain_graph=keep)\n")
+    result = run(pytester, "-p", "pytest_markdown_docs", "--markdown-docs",
+                 "--doctest-glob=*.txt", "--retaincheck", "guide.txt", "README.md")
+    result.assert_outcomes(passed=2)
+    assert section(result)[0].startswith("no retain_graph=True found not needed"), \
+        result.outlines
+
+
 def _under_one_xdist_worker(folder, *args: str) -> subprocess.CompletedProcess:
     """``pytest --retaincheck -n 1 args...`` in ``folder``, a new interpreter with the
     installed plugins (not this suite's own xdist worker's variables)."""
