@@ -237,6 +237,7 @@ class Session:
         self.start_dir = os.getcwd()
         self.sites: dict = {}  # (code object, line) -> its site
         self.originals: dict[str, object] = {}
+        self.wrappers: dict[str, object] = {}  # what install() put in their place
         ag = torch.autograd
         self.entry_codes = {  # the frames between a caller and the engine
             getattr(f, "__code__", None)
@@ -391,10 +392,11 @@ class Session:
         for name, kind in (("backward", "backward"), ("grad", "grad")):
             original = getattr(ag, name)
             self.originals[name] = original
-            setattr(ag, name, self._wrap(original, kind))
+            self.wrappers[name] = self._wrap(original, kind)
+            setattr(ag, name, self.wrappers[name])
         variable = ag.variable.Variable
         self.engine = variable._execution_engine
-        variable._execution_engine = _Engine(self.engine, self)
+        variable._execution_engine = self.wrappers["engine"] = _Engine(self.engine, self)
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -410,6 +412,8 @@ class Session:
         before the audit began: ``from torch.autograd import grad`` in a module imported
         earlier, ``g = torch.autograd.grad`` at import time) is audited here, from the
         engine's own arguments."""
+        if self.engine is None:  # uninstalled, and still called (see uninstall)
+            return run_backward(*args, **kwargs)
         stack = self.stack
         if stack and not stack[-1].entered:
             stack[-1].entered = True
@@ -438,13 +442,20 @@ class Session:
     def uninstall(self):
         if _AUDITED and _AUDITED[0] is self:
             _AUDITED.clear()
+        # Each put back only where it is still this audit's: a program (a session fixture's
+        # spy on torch.autograd.grad, rev34b F9) that wrapped it meanwhile keeps its own, and
+        # this audit's, left inside it, passes every call straight on from now on.
+        variable = self.torch.autograd.variable.Variable
         if self.engine is not None:
-            self.torch.autograd.variable.Variable._execution_engine = self.engine
+            if variable._execution_engine is self.wrappers.get("engine"):
+                variable._execution_engine = self.engine
             self.engine = None
         ag = self.torch.autograd
         for name, original in self.originals.items():
-            setattr(ag, name, original)
+            if getattr(ag, name, None) is self.wrappers.get(name):
+                setattr(ag, name, original)
         self.originals.clear()
+        self.wrappers.clear()
         if self.step_handle is not None:
             self.step_handle.remove()
             self.step_handle = None
@@ -467,6 +478,8 @@ class Session:
         simple = set(signature.parameters)
 
         def wrapper(*args, **kwargs):
+            if session.engine is None:  # uninstalled, and still called (see uninstall)
+                return original(*args, **kwargs)
             # Fast path: the arguments by position or keyword, without binding a signature.
             if len(args) > create_pos or not simple.issuperset(kwargs) or (
                 args and roots_arg in kwargs
