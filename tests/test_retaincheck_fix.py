@@ -1589,6 +1589,9 @@ import torch
 
 import logsetup  # a module of the project's own that opens a log and never closes it
 
+sys.path.insert(0, "vendor/site-packages")  # vendored dependencies
+import runlog  # an installed-looking package's module that keeps its file (rev34a L1)
+
 
 class Tee:  # the copied "Logger(object)" that sends stdout to a file too, kept in a global
     def __init__(self, name):
@@ -1614,6 +1617,7 @@ for step in range(2):
     metrics.writerow([step, w.grad.sum().item()])
     preds.writestr(f"step{step}.txt", str(step))
     logsetup.LOG.write(f"step {step}\\n")
+    runlog.LOG.write(f"step {step}\\n")
     print("step", step)
 """
 
@@ -1623,12 +1627,16 @@ def test_the_audited_run_ends_as_python_does_files_left_open_are_written(tmp_pat
     """rev30a H1: under the proof, the audited run's child ended with os._exit, so a file the
     program left open (a csv writer, a tee of stdout kept in a global, a log in a module of
     its own) was never flushed, a ZipFile never got its directory and a NamedTemporaryFile
-    stayed. The folder after the gate must be as a plain run leaves it."""
+    stayed. The folder after the gate must be as a plain run leaves it. rev34a L1: one that
+    only an installed package's module held was never flushed (its globals are not cleared)."""
     plain, gated = tmp_path / "plain", tmp_path / "gated"
     for folder in (plain, gated):
         folder.mkdir()
         (folder / "train.py").write_text(LEFT_OPEN)
         (folder / "logsetup.py").write_text("LOG = open('module.log', 'w')\n")
+        (folder / "vendor" / "site-packages").mkdir(parents=True)
+        (folder / "vendor" / "site-packages" / "runlog.py").write_text(
+            "LOG = open('vendor.log', 'w')\n")
     run = subprocess.run([sys.executable, "train.py"], cwd=plain, capture_output=True,
                          text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
@@ -1645,9 +1653,10 @@ def test_the_audited_run_ends_as_python_does_files_left_open_are_written(tmp_pat
 
     left = files(gated)
     assert sorted(left) == sorted(files(plain)) == [
-        "logsetup.py", "metrics.csv", "module.log", "out.txt", "preds.zip", "train.py"]
+        "logsetup.py", "metrics.csv", "module.log", "out.txt", "preds.zip", "train.py",
+        "vendor.log"]
     assert left == files(plain)
-    assert left["out.txt"] == b"step 0\nstep 1\n" and left["module.log"]
+    assert left["out.txt"] == b"step 0\nstep 1\n" and left["module.log"] and left["vendor.log"]
 
 
 FROM_FILE = """import torch

@@ -706,16 +706,15 @@ def _end_like_python(namespaces: list, imported: list) -> None:
     While a thread of the program still runs (a daemon: a heartbeat, a progress writer), the
     globals are left as they are, which the interpreter would stop before it cleared them
     (rev31a F2: the thread then failed on globals set to None, with tracebacks a plain run
-    never prints): the files still open are only flushed."""
+    never prints): the files still open are only flushed. So are, in the end, the files that
+    only an installed package's modules still hold."""
     import gc
     import io
     import types
 
     from ._places import _installed
 
-    running = [t for t in threading.enumerate() if t is not threading.current_thread()
-               and not t.name.startswith("retaincheck-") and t.is_alive()]
-    if running:
+    def flush_open_files() -> None:
         try:
             # by type only: isinstance would read an object's __class__, which some proxies
             # compute (a deprecation warning for torch.distributed.reduce_op)
@@ -730,6 +729,11 @@ def _end_like_python(namespaces: list, imported: list) -> None:
                         continue
         except BaseException:  # noqa: B036
             pass
+
+    running = [t for t in threading.enumerate() if t is not threading.current_thread()
+               and not t.name.startswith("retaincheck-") and t.is_alive()]
+    if running:
+        flush_open_files()
         return
     try:
         own, ours = [], os.path.dirname(os.path.realpath(__file__)) + os.sep
@@ -749,6 +753,10 @@ def _end_like_python(namespaces: list, imported: list) -> None:
         gc.collect()
     except BaseException:  # noqa: B036 (Ctrl-C, a finalizer's SystemExit: as at exit, ignored)
         pass  # (the report is what matters now; a failure here leaves the rest as os._exit would)
+    # what only an installed package still holds (its globals are left as they are): written
+    # out, as the interpreter's exit would close it (rev34a L1: a vendored logger's file was
+    # left empty)
+    flush_open_files()
 
 
 def _rank() -> tuple[int, int] | None:
