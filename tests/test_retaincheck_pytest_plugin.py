@@ -1039,11 +1039,13 @@ def test_the_last_tests_graph_that_lives_to_the_sessions_end_is_not_listed(pytes
                                                                            monkeypatch):
     """rev31b F-x20: the last test's graph, kept in a global, was walked by a conftest's
     pytest_sessionfinish; no next test looked at it, so it was listed "not needed", and
-    without the flag the session's end fails."""
+    without the flag the session's end fails. rev34b F5: a hook that then lets the graph go
+    ran before the plugin looked."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makeconftest(
         "import test_last\n\n\ndef pytest_sessionfinish(session):\n"
-        "    if test_last.KEPT:\n        test_last.KEPT[0].backward()\n")
+        "    if test_last.KEPT:\n        test_last.KEPT[0].backward()\n"
+        "    test_last.KEPT.clear()\n")
     pytester.makepyfile(test_last=(
         "import torch\n\nKEPT = []\n\n\ndef test_last():\n"
         "    loss = torch.ones(3, requires_grad=True).exp().sum()\n"

@@ -219,7 +219,20 @@ def pytest_configure(config):
     if os.environ.get("RETAINCHECK_PROOF_SPEC"):
         return  # the gate's rerun (below): the session runs plainly, as without the plugin
     if config.getoption("retaincheck") or config.getoption("retaincheck_fail"):
-        config.pluginmanager.register(_Plugin(config), "retaincheck-auditor")
+        auditor = _Plugin(config)
+        config.pluginmanager.register(auditor, "retaincheck-auditor")
+        config.pluginmanager.register(_Gate(auditor), "retaincheck-gate")
+
+
+class _Gate:
+    """The gate, after every other pytest_sessionfinish (the auditor's own runs first)."""
+
+    def __init__(self, auditor):
+        self.auditor = auditor
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        self.auditor.gate(session)
 
 
 def _stdin_readable() -> bool:
@@ -438,16 +451,19 @@ class _Plugin:
         return {k: v for k, v in self.sites.items()
                 if v["unneeded_in"] and not v["needed"] and k not in self.outlived}
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        # the last test's graph, if it still lives now (no next test looked at it): a
-        # conftest's pytest_sessionfinish may have walked it (rev31b F-x20); an xdist worker
-        # hands its own to the main process (rev32b F-x20x: pytest_testnodedown)
+        """The last test's graph, if it still lives now (no next test looked at it): a
+        conftest's pytest_sessionfinish may walk it (rev31b F-x20), before any other such hook
+        runs, which may walk it and let it go (rev34b F5); an xdist worker hands its own to the
+        main process (rev32b F-x20x: pytest_testnodedown). The gate comes last (_gate)."""
         last = self._outlived()
         if hasattr(session.config, "workeroutput"):
             session.config.workeroutput["retaincheck_outlived"] = json.dumps(last)
         self.outlived.update(_site_name(file, line, real, self.root)
                              for file, line, real in last)
+
+    def gate(self, session) -> None:
         unneeded = self.unneeded()
         if not (self.fail and unneeded and session.exitstatus == 0):
             return
