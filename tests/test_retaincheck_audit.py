@@ -612,3 +612,26 @@ def test_site_packages_inside_the_standard_librarys_folder_is_still_searched(mon
     assert _reads._kind(os.path.join(lib, "json", "__init__.py")) == 0  # the standard library
     assert _reads._kind(torch.__file__) == 0 and _reads._kind(retaincheck.__file__) == 0
     assert _reads._kind(os.path.join(os.sep, "home", "me", "train.py")) == 2
+
+
+class _Tagged(torch.Tensor):
+    """A metadata tensor subclass (MONAI's MetaTensor pattern): every op, backward included,
+    passes through its __torch_function__."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_tensor_subclass_leaves_the_site_where_the_flag_is_written():
+    """rev34b F6: a loss of a tensor subclass reached backward() through the subclass's
+    __torch_function__, which was taken for the site: a flag "not the literal True" there,
+    so every literal site became "could not tell", named at the subclass's line."""
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        loss = torch.tanh(w * torch.arange(3.0).as_subclass(_Tagged)).sum()
+        assert type(loss) is _Tagged
+        loss.backward(retain_graph=True)
+    (call,) = report.calls
+    assert call.code == "loss.backward(retain_graph=True)", report.format()
+    assert (call.verdict, call.passed_through) == ("not needed", False)

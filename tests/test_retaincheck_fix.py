@@ -589,22 +589,25 @@ def test_the_proof_holds_only_if_every_started_process_reached_it(tmp_path):
 
 def test_a_site_in_code_with_no_file_is_never_a_gate_6(monkeypatch, tmp_path):
     """rev27i G1d: a call site in exec'd code cannot be rerun without its flag: the gate keeps
-    it as "could not tell: kept", never an unproven 6. The audit alone already keeps it: what
-    the line writes cannot be read, so neither can whether its flag is the literal True."""
+    it as "could not tell: kept", never an unproven 6. Compiled before the audit began, its
+    text was never seen: the audit alone keeps it, as whether its flag is the literal True
+    cannot be seen either."""
     from retaincheck._fix import prove_unneeded, refusal
     from retaincheck._proof import Program
 
     monkeypatch.chdir(tmp_path)
+    code = compile("import torch\nw = torch.ones(3, requires_grad=True)\n"
+                   "(w * w).sum().backward(retain_graph=True)\n", "<config>", "exec")
     with retaincheck.audit() as report:
-        exec(compile("import torch\nw = torch.ones(3, requires_grad=True)\n"
-                     "(w * w).sum().backward(retain_graph=True)\n", "<config>", "exec"), {})
+        exec(code, {})
     (call,) = report.calls
-    assert (call.verdict, call.passed_through) == ("could not tell: kept", True)
-    assert "the code of this line cannot be read" in report.format()
-    assert refusal(call, True) == "kept: could not tell (the code of this line cannot be read)"
+    assert (call.verdict, call.passed_through, call._unread) == ("could not tell: kept", True,
+                                                                 True)
+    assert refusal(call, True).startswith("kept: could not tell")
     # The gate's own guard, as for a report that did not keep it (the audit alone said "not
-    # needed" here before the rule above)
+    # needed" here before the rules above: code it did not see compiled, a line unread)
     call.passed_through = call._unread = False
+    call.unseen_reads = []
     assert call.verdict == "not needed"
     line = prove_unneeded(report, True, 0, dirs=[str(tmp_path)], skip_proof=False,
                           program=Program("train.py", None, [], str(tmp_path)))

@@ -188,9 +188,7 @@ def test_a_rerun_that_fails_keeps_the_flag_and_the_status(pytester, monkeypatch)
 
 def test_a_site_in_code_with_no_file_is_never_a_6(pytester, monkeypatch):
     """As the command line's gate (rev27i G1d): a site in exec'd code cannot be rerun without
-    its flag, so it is "could not tell: kept" and the status stays 0, never an unproven 6. The
-    audit keeps it already (what its line writes cannot be read), so nothing is listed and no
-    rerun runs."""
+    its flag, so it is "could not tell: kept" and the status stays 0, never an unproven 6."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(test_exec=(
         "import torch\n\n\ndef test_exec():\n"
@@ -201,8 +199,14 @@ def test_a_site_in_code_with_no_file_is_never_a_6(pytester, monkeypatch):
     result = run(pytester, "--retaincheck-fail")
     result.assert_outcomes(passed=1)
     assert result.ret == 0, result.outlines
-    assert section(result) == [
-        "no retain_graph=True found not needed (1 test audited, 1 backward()/grad() call seen)"]
+    lines = section(result)
+    assert lines[0].startswith("1 retain_graph=True call site looked not needed (1 test "
+                               "audited"), lines
+    assert lines[0].endswith("could not tell: keep it:"), lines
+    assert lines[-1] == (
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the call site is in "
+        "code with no file (exec, eval), so no rerun can turn its flag off"
+    )
 
 
 def test_a_site_needed_by_one_test_is_never_reported(project):
@@ -939,20 +943,26 @@ def test_a_flag_written_elsewhere_in_a_doctest_or_a_markdown_fence_is_not_listed
     """rev34b F8, F4b: a fence (run under the Markdown file's name, which is not Python) and a
     doctest example (<doctest ...>) were never read for the not-literal-True rule, so
     retain_graph=keep was listed "not needed", and the fence's proven 6 broke a helper that
-    steps only when not keeping. Their code is read from what Python keeps of it."""
+    steps only when not keeping. Their code is read from what Python keeps of it. rev34b
+    F8b: nor was a fence searched for a backward() that did not run (every 50th step)."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     step = ("import torch\n\ndef backward_step(loss, opt, keep):\n"
             "    loss.backward(retain_graph=keep)\n    if not keep:\n        opt.step()\n\n"
             "w = torch.nn.Parameter(torch.ones(3))\nopt = torch.optim.SGD([w], lr=0.1)\n"
             "backward_step((torch.tanh(w) * 2).sum(), opt, True)\n"
             "backward_step((w ** 2).sum(), opt, False)\n")
-    pytester.makefile(".md", README=f"# Accumulate\n\n```python\n{step}```\n")
+    periodic = ("import torch\n\nw = torch.nn.Parameter(torch.ones(3))\n"
+                "for step in range(5):  # 50 for a real run\n    loss = torch.tanh(w).sum()\n"
+                "    loss.backward(retain_graph=True)\n    if step % 50 == 49:\n"
+                "        loss.backward()\n")
+    pytester.makefile(".md", README=f"# Accumulate\n\n```python\n{step}```\n\n"
+                      f"# Every 50th step\n\n```python\n{periodic}```\n")
     pytester.makefile(".txt", guide=">>> import torch\n>>> keep = True\n"
                       ">>> w = torch.ones(3, requires_grad=True)\n"
                       ">>> (torch.tanh(w) * 2).sum().backward(retain_graph=keep)\n")
     result = run(pytester, "-p", "pytest_markdown_docs", "--markdown-docs",
                  "--doctest-glob=*.txt", "--retaincheck", "guide.txt", "README.md")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     assert section(result)[0].startswith("no retain_graph=True found not needed"), \
         result.outlines
 

@@ -524,8 +524,8 @@ def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, ca
 def test_a_flag_in_code_with_no_file_is_never_not_needed(tmp_path):
     """The helper that writes retain_graph=retain_graph is compiled from a string (exec): the
     rule above could not read its line and let the site through as "not needed", though
-    removing the caller's retain_graph=True changes training. Code that cannot be read is
-    "could not tell: kept"."""
+    removing the caller's retain_graph=True changes training. The string compiled is read
+    (code that cannot be read at all is "could not tell: kept" too)."""
     helper = ("def make(retain_graph=False):\n    def step(loss):\n"
               "        loss.backward(retain_graph=retain_graph)\n        if not retain_graph:\n"
               "            opt.step()\n            opt.zero_grad()\n    return step\n")
@@ -537,7 +537,7 @@ def test_a_flag_in_code_with_no_file_is_never_not_needed(tmp_path):
               "    second = model(x).abs().mean()\n    last(second)\n"
               "    losses += [first.detach(), second.detach()]\nresult = losses\n")
     call, report = _kept_though_it_matters(tmp_path / "from_a_string.py", source)
-    assert call.file == "<helper>" and "the code of this line cannot be read" in report.format()
+    assert call.file == "<helper>" and "the flag is not the literal True here" in report.format()
 
 
 def test_code_python_keeps_in_linecache_is_read_as_a_file_is(tmp_path):

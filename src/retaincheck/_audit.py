@@ -149,7 +149,7 @@ def _mark_passed_through(session: Session) -> None:
         # The site's file; else its text as Python had it while it ran (a notebook cell's, a
         # doctest example's); else the line alone (a Markdown fence that pytest-markdown-docs
         # runs under the .md file's name): line 1 of that text.
-        tree, at = _tree(source) if source and not source.startswith("<") else None, record.line
+        tree, at = _tree(source) if source else None, record.line
         texts = ("".join(getattr(record, "_lines", None) or ()), record.code or "")
         for text in texts if tree is None else ():
             try:

@@ -269,12 +269,21 @@ class Session:
         package's (not torch, the standard library or importlib): a string compiled is
         searched for saved-tensor reads; code run whose file cannot be read counts as a read
         unless every string compiled since the last such run was searched and had none."""
-        from ._reads import _kind, _python_file, _stdlib, lines_reading_saved_tensors
+        from ._reads import (
+            _kind,
+            _python_file,
+            _stdlib,
+            lines_reading_saved_tensors,
+            note_compiled,
+        )
 
         caller = frame.f_code.co_filename
         if caller.startswith("<frozen"):
             return
-        if _kind(caller) == 0:
+        user = _kind(caller) != 0
+        if event == "compile" and (user or os.path.basename(caller) in _STDLIB_RUNNERS):
+            note_compiled(args[1], args[0])  # what runs under that name (_reads._tree)
+        if not user:
             # doctest, code, pdb: examples and lines a user wrote (rev30b F-x5); not the rest
             # of the standard library (ast.parse, which retaincheck's own search calls, would
             # have every source file it parses searched again)
@@ -388,6 +397,9 @@ class Session:
             sys.addaudithook(_audit_event)
             _AUDIT_HOOK.append(True)
         _AUDITED[:] = [self]
+        from ._reads import _compiled
+
+        _compiled.clear()  # only what this audit saw compiled: a name reused means other code
         ag = self.torch.autograd
         for name, kind in (("backward", "backward"), ("grad", "grad")):
             original = getattr(ag, name)
@@ -555,6 +567,11 @@ class Session:
                 continue
             if engine and kind == 1 and frame.f_code in self.entry_codes:
                 frame = frame.f_back  # torch.autograd.backward/grad on their way to the engine
+                continue
+            if frame.f_code.co_name == "__torch_function__":
+                # a tensor subclass's (rev34b F6): torch passes the call through it on the
+                # way from the line that wrote it, which is the site
+                frame = frame.f_back
                 continue
             return frame, kind == 2  # kind 1: called by torch itself (autograd.functional)
         return None, False

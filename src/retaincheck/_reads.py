@@ -403,7 +403,7 @@ def _stdlib(name: str) -> bool:
 
 def _python_file(path: str) -> bool:
     """Whether the search can read the file as Python (a Markdown file cannot)."""
-    return _tree(path) is not None
+    return _tree(path, compiled=False) is not None
 
 
 def reads_in(filenames, before=None) -> list[str]:
@@ -439,20 +439,46 @@ def _shown(path: str) -> str:
     return os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path
 
 
-_trees: dict[tuple[str, float, int], ast.AST | None] = {}
+_trees: dict[tuple, ast.AST | None] = {}
+# The text last compiled from a string under each file name, by the program's code or a
+# runner's (the audit's compile events, _hooks.Session.dynamic_code): a Markdown fence that
+# pytest-markdown-docs compiles under the .md file's name, with the lines before it blank
+# (rev34b F8, F8b), exec'd code named "<config>". Read where the name is no Python file.
+_compiled: dict[str, str] = {}
 
 
-def _tree(path: str) -> ast.AST | None:
+def note_compiled(filename, source) -> None:
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    if isinstance(filename, str) and isinstance(source, str):
+        _compiled[filename] = source
+
+
+def _tree(path: str, compiled: bool = True) -> ast.AST | None:
+    """The syntax tree of the file ``path``; else, with ``compiled``, of the text last
+    compiled under its name."""
     try:
         stat = os.stat(path)
     except OSError:
+        stat = None
+    if stat is not None:
+        key = (path, stat.st_mtime, stat.st_size)
+        if key not in _trees:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    _trees[key] = ast.parse(f.read())
+            except (OSError, SyntaxError, ValueError):
+                _trees[key] = None
+        if _trees[key] is not None:
+            return _trees[key]
+    text = _compiled.get(path) if compiled else None
+    if text is None:
         return None
-    key = (path, stat.st_mtime, stat.st_size)
+    key = (path, text)
     if key not in _trees:
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                _trees[key] = ast.parse(f.read())
-        except (OSError, SyntaxError, ValueError):
+            _trees[key] = ast.parse(text)
+        except (SyntaxError, ValueError):
             _trees[key] = None
     return _trees[key]
 
