@@ -1976,3 +1976,22 @@ def test_the_rerun_finds_a_site_behind_a_tensor_subclass(tmp_path):
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "train.py:12  loss.backward(retain_graph=True)" in proc.stdout
     assert "proven: the rerun exited 0 as the audited run did" in proc.stderr
+
+
+@pytest.mark.proof
+def test_the_same_lines_in_another_order_prove_nothing(tmp_path):
+    """rev34a J6: the rerun's standard output was compared as sorted lines; without the flag
+    the activation a weakref.finalize watches is freed at the backward pass, so its line
+    comes before "backward done", not after. Another order is a difference."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import weakref\n\nimport torch\n\nx = torch.ones(4, requires_grad=True)\n"
+        "for step in range(2):\n    h = x * 2\n"
+        "    weakref.finalize(h, print, f'step {step}: activation freed')\n"
+        "    loss = h.sin().sum()\n    loss.backward(retain_graph=True)\n    del h\n"
+        "    print(f'step {step}: backward done')\n")
+    proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("NOT proven: the rerun printed the audited run's lines in another order (first "
+            "difference: line 1: 'step 0: backward done' became 'step 0: activation freed')"
+            ) in proc.stderr, proc.stderr

@@ -220,6 +220,9 @@ EN: dict[str, str] = {
     "{error}",
     "proof_caught": "the rerun raised a freed-graph error that the program caught: {error}",
     "proof_stdout": "the rerun's standard output differs from the audited run's ({diff})",
+    "proof_stdout_order": "the rerun printed the audited run's lines in another order (first "
+    "difference: {diff}); the order may be the program's own (threads, processes) or come from "
+    "the flag (an object freed earlier)",
     "proof_line": "line {n}: {old} became {new}",
     "proof_lines": "{old} lines became {new}",
     "proof_no_output": "no output",
@@ -422,6 +425,8 @@ ZH: dict[str, str] = {
     "proof_status": "重新运行的退出状态是 {status}，受检查的那次是 {audited}：{error}",
     "proof_caught": "重新运行时抛出了计算图已释放的错误，被程序自己捕获：{error}",
     "proof_stdout": "重新运行的标准输出与受检查的那次不同（{diff}）",
+    "proof_stdout_order": "重新运行打印的行与受检查的那次相同，但顺序不同（第一处不同：{diff}）；"
+    "顺序可能本来就不固定（线程、进程），也可能是这个参数造成的（某个对象被提前释放）",
     "proof_line": "第 {n} 行：{old} 变成了 {new}",
     "proof_lines": "{old} 行变成了 {new} 行",
     "proof_no_output": "没有输出",
