@@ -635,3 +635,25 @@ def test_a_tensor_subclass_leaves_the_site_where_the_flag_is_written():
     (call,) = report.calls
     assert call.code == "loss.backward(retain_graph=True)", report.format()
     assert (call.verdict, call.passed_through) == ("not needed", False)
+
+
+def test_two_copies_of_a_helper_are_two_sites(tmp_path, monkeypatch):
+    """rev34a K2: the same function in helpers_a.py and helpers_b.py compiles to code objects
+    that compare equal (their file names aside), and the two sites were merged under the
+    first one's name: the second was never reported, nor fixed."""
+    import importlib
+    import sys
+
+    for name in ("copy_a", "copy_b"):
+        (tmp_path / f"{name}.py").write_text(
+            "def step(loss):\n    loss.backward(retain_graph=True)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    a, b = importlib.import_module("copy_a"), importlib.import_module("copy_b")
+    del sys.modules["copy_a"], sys.modules["copy_b"]  # the functions are enough
+    assert a.step.__code__ == b.step.__code__  # what the audit must not rely on
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        a.step(torch.tanh(w).sum())
+        b.step(torch.sigmoid(w).sum())
+    assert sorted(os.path.basename(c.file) for c in report.calls) == ["copy_a.py", "copy_b.py"]

@@ -1995,3 +1995,17 @@ def test_the_same_lines_in_another_order_prove_nothing(tmp_path):
     assert ("NOT proven: the rerun printed the audited run's lines in another order (first "
             "difference: line 1: 'step 0: backward done' became 'step 0: activation freed')"
             ) in proc.stderr, proc.stderr
+
+
+def test_a_sites_line_is_found_as_python_counts_and_decodes_lines():
+    """rev34a K4: a form feed (a page break some editors keep between sections) counted as a
+    line break, so every site below it was "gone or changed since the run"; rev34a J7, J8: a
+    latin-1 file's or a byte-order mark's first bytes were decoded as UTF-8."""
+    from retaincheck._fix import _code_line
+
+    source = b"\xef\xbb\xbfimport torch\n\x0c\nloss.backward(retain_graph=True)  # here\n"
+    assert [_code_line(source, n) for n in (1, 3)] == [
+        "import torch", "loss.backward(retain_graph=True)"]
+    latin = "# -*- coding: latin-1 -*-\nperte.backward(retain_graph=True)  # é\n"
+    assert _code_line(latin.encode("latin-1"), 2) == "perte.backward(retain_graph=True)"
+    assert _code_line("é = 1\r\nloss.backward()\r".encode(), 2) == "loss.backward()"

@@ -572,3 +572,58 @@ def test_a_literal_true_in_the_flags_own_place_keeps_its_verdict(tmp_path, call)
     _, report = run_fixture(path, audited=True)
     (site,) = report.calls
     assert (site.verdict, site.passed_through) == ("not needed", False), report.format()
+
+
+@pytest.mark.parametrize("form", ["bom", "latin-1", "zip"])
+def test_a_read_in_a_file_python_reads_its_own_way_is_found(tmp_path, monkeypatch, form):
+    """rev34a J5, J7, J8: a helper that reads a saved tensor, in a file saved with a UTF-8
+    byte-order mark, in a latin-1 file that declares it, or imported from a zip, was never
+    searched (the file did not parse as UTF-8, or could not be opened), and the literal site
+    was "not needed"; without its flag the read raises."""
+    import importlib
+    import sys
+    import zipfile
+
+    helper = "def peek(t):\n    return t.grad_fn._saved_result\n"
+    name = f"peek_{form.replace('-', '_')}"
+    if form == "bom":
+        (tmp_path / f"{name}.py").write_bytes(b"\xef\xbb\xbf" + helper.encode())
+    elif form == "latin-1":
+        (tmp_path / f"{name}.py").write_bytes(
+            ("# -*- coding: latin-1 -*-\ndéjà = 1\n" + helper).encode("latin-1"))
+    else:
+        with zipfile.ZipFile(tmp_path / "tools.zip", "w") as archive:
+            archive.writestr(f"{name}.py", helper)
+    monkeypatch.syspath_prepend(str(tmp_path / "tools.zip") if form == "zip" else str(tmp_path))
+    importlib.invalidate_caches()
+    module = importlib.import_module(name)
+    try:  # (in sys.modules while audited, as an imported helper is; gone after, for the others)
+        _found_though_it_matters(tmp_path, module)
+    finally:
+        sys.modules.pop(name, None)
+
+
+def _found_though_it_matters(tmp_path, module):
+    source = ("import torch\n\nw = torch.ones(3, requires_grad=True)\ny = torch.exp(w)\n"
+              "y.sum().backward(retain_graph=True)\nresult = [w.grad, peek(y)]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    baseline, _ = run_fixture(path, peek=module.peek)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", ""), peek=module.peek)
+    assert not same(without, baseline)  # the truth: the read needs the flag
+    _, report = run_fixture(path, audited=True, peek=module.peek)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_reads, report.format()
+
+
+def test_a_site_in_a_file_with_a_byte_order_mark_is_searched_for_untaken_calls(tmp_path):
+    """rev34a J8: a script saved with a UTF-8 byte-order mark did not parse, so the backward()
+    on a path this run did not take was never looked for, and the site was "not needed"."""
+    source = ("import torch\n\nw = torch.ones(3, requires_grad=True)\nloss = torch.exp(w).sum()\n"
+              "loss.backward(retain_graph=True)\nif w.grad.sum() < 0:  # never, here\n"
+              "    loss.backward()\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_bytes(b"\xef\xbb\xbf" + source.encode())
+    _, report = run_fixture(path, source, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()

@@ -92,7 +92,14 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
 
 def _code_line(source: bytes, line: int) -> str | None:
     """The line, stripped and without a trailing comment, as the audit records it."""
-    lines = source.decode("utf-8", "replace").splitlines()
+    try:  # as Python decodes it: a coding declaration, a byte-order mark (rev34a J7, J8)
+        encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+        text = source.decode(encoding, "replace")
+    except (SyntaxError, LookupError):
+        text = source.decode("utf-8", "replace")
+    # Python ends lines at \r\n, \r or \n only; str.splitlines also at a form feed and
+    # others, which shifted every line below one (rev34a K4)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return _without_comment(lines[line - 1]) if 0 < line <= len(lines) else None
 
 

@@ -230,12 +230,15 @@ class Session:
         self.seq_nr = torch._C._autograd._get_sequence_nr
         self.torch_dir = os.path.dirname(torch.__file__) + os.sep
         self.own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
-        self.code_kind: dict = {}  # code object -> 0 skip, 1 torch internal, 2 user
+        # Keyed by file name and code object below: two code objects of the same text compare
+        # equal whatever their files (rev34a K2: helpers_a.py and helpers_b.py, copies, were
+        # one site named after the first)
+        self.code_kind: dict = {}  # (file, code object) -> 0 skip, 1 torch internal, 2 user
         self.display: dict = {}
         # sites are named from where the run started, also after the program's os.chdir
         # (rev34a K1: "train.py:7" of a script that moved into exp2/ named ./train.py)
         self.start_dir = os.getcwd()
-        self.sites: dict = {}  # (code object, line) -> its site
+        self.sites: dict = {}  # (file, code object, line) -> its site
         self.originals: dict[str, object] = {}
         self.wrappers: dict[str, object] = {}  # what install() put in their place
         ag = torch.autograd
@@ -544,7 +547,8 @@ class Session:
 
     # -- calls --------------------------------------------------------------------------------
     def _kind_of(self, code) -> int:
-        kind = self.code_kind.get(code)
+        key = (code.co_filename, code)
+        kind = self.code_kind.get(key)
         if kind is None:
             filename = os.path.abspath(code.co_filename)
             if filename.startswith(self.own_dir):
@@ -554,7 +558,7 @@ class Session:
                 kind = 0 if rel in ("_tensor.py", "overrides.py") else 1
             else:
                 kind = 2
-            self.code_kind[code] = kind
+            self.code_kind[key] = kind
         return kind
 
     def caller(self, engine=False):
@@ -598,7 +602,7 @@ class Session:
     def site_of(self, frame):
         """(key, "file:line", function, filename) of a frame's current line, cached."""
         code = frame.f_code
-        cache_key = (code, frame.f_lineno)
+        cache_key = (code.co_filename, code, frame.f_lineno)
         site = self.sites.get(cache_key)
         if site is None:
             filename = code.co_filename
@@ -618,7 +622,8 @@ class Session:
         retaining = explicit and user
         # The lines on its stack, for _untaken: walked once per stack shape (a loop repeats one)
         back = frame.f_back if frame is not None else None
-        shape = (frame and frame.f_code, frame and frame.f_lineno,
+        shape = (frame and frame.f_code.co_filename, frame and frame.f_code,
+                 frame and frame.f_lineno, back and back.f_code.co_filename,
                  back and back.f_code, back and back.f_lineno)
         lines = self.walked.get(shape)
         if lines is None:

@@ -44,6 +44,7 @@ import os
 import re
 import sys
 import sysconfig
+import tokenize
 
 _PREFILTER = re.compile(
     r"_saved|saved_tensors|saved_variables|grad_fn|next_functions|get_gradient_edge|"
@@ -341,20 +342,31 @@ def _calls_a_node(func: ast.AST, node_names: set[str] = frozenset()) -> bool:
     )
 
 
-def _lines_in_file(path: str, fixed: bool) -> tuple[int, ...]:
-    """The reads in a file; ``fixed``: an installed package's file, read once per process."""
+def _lines_in_file(path: str, fixed: bool, module=None) -> tuple[int, ...]:
+    """The reads in a file; ``fixed``: an installed package's file, read once per process.
+    A module's file that is no file on disk (imported from a zip: rev34a J5) is read through
+    its loader; one of the program's own whose source cannot be had at all may read anywhere
+    (line 0)."""
     if fixed and path in _fixed:
         return _fixed[path]
     try:
         stat = os.stat(path)
     except OSError:
-        return ()
+        loader = getattr(module, "__loader__", None)
+        if loader is None or not hasattr(loader, "get_source"):
+            return ()  # no module's file (torch.ops' namespaces name one that is not there)
+        try:
+            text = loader.get_source(module.__name__)
+        except Exception:  # noqa: BLE001 (no source to be had: as None)
+            text = None
+        if text is None:
+            return () if fixed else (0,)
+        return lines_reading_saved_tensors(text, own=not fixed)
     key = (path, stat.st_mtime, stat.st_size)
     lines = _cache.get(key)
     if lines is None:
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                lines = lines_reading_saved_tensors(f.read(), own=not fixed)
+            lines = lines_reading_saved_tensors(_source_text(path), own=not fixed)
         except OSError:
             lines = ()
         _cache[key] = lines
@@ -412,7 +424,7 @@ def reads_in(filenames, before=None) -> list[str]:
     a test imported before the audit began), and in those of the installed modules imported
     since ``before`` (a set of module names; None: every module imported now); torch,
     retaincheck and the standard library are left out."""
-    files = {}
+    files, modules = {}, {}
     for name in filenames:
         if name and not name.startswith("<"):
             kind = _kind(name)
@@ -428,9 +440,11 @@ def reads_in(filenames, before=None) -> list[str]:
             continue  # an installed package imported before the audit (pytest's own, ...)
         if known[2]:
             files[known[1]] = known[2]
+            modules[known[1]] = known[0]
     found = []
     for path in sorted(files):
-        found.extend(f"{_shown(path)}:{line}" for line in _lines_in_file(path, files[path] == 1))
+        found.extend(f"{_shown(path)}:{line}" for line in _lines_in_file(
+            path, files[path] == 1, modules.get(path)))
     return found
 
 
@@ -454,6 +468,18 @@ def note_compiled(filename, source) -> None:
         _compiled[filename] = source
 
 
+def _source_text(path: str) -> str:
+    """A Python file's text as Python reads it: its coding declaration or UTF-8, a byte-order
+    mark left out (rev34a J7, J8: a latin-1 file, a file saved with a BOM did not parse, and
+    every check that reads the source let its sites through)."""
+    try:
+        with tokenize.open(path) as f:
+            return f.read()
+    except (SyntaxError, UnicodeDecodeError):  # no Python file: searched as text all the same
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+
 def _tree(path: str, compiled: bool = True) -> ast.AST | None:
     """The syntax tree of the file ``path``; else, with ``compiled``, of the text last
     compiled under its name."""
@@ -465,8 +491,7 @@ def _tree(path: str, compiled: bool = True) -> ast.AST | None:
         key = (path, stat.st_mtime, stat.st_size)
         if key not in _trees:
             try:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    _trees[key] = ast.parse(f.read())
+                _trees[key] = ast.parse(_source_text(path))
             except (OSError, SyntaxError, ValueError):
                 _trees[key] = None
         if _trees[key] is not None:
