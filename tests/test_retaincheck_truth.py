@@ -627,3 +627,44 @@ def test_a_site_in_a_file_with_a_byte_order_mark_is_searched_for_untaken_calls(t
     _, report = run_fixture(path, source, audited=True)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+
+
+def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_calls(
+        tmp_path, monkeypatch):
+    """rev34a K3: a lab's training library installed in site-packages keeps the graph in one
+    module (core.py) for a backward() in another (loop.py) that runs only with an auxiliary
+    loss; without it the run said "not needed" and the gate exited 6, as only the program's
+    own functions were searched for calls that did not run."""
+    import importlib
+    import sys
+
+    from retaincheck import _reads
+
+    lib = tmp_path / "lib" / "trainlib_k3"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("")
+    (lib / "core.py").write_text("def backward_keep(loss):\n    loss.backward(retain_graph=True)\n")
+    (lib / "loop.py").write_text(
+        "from .core import backward_keep\n\n\ndef fit_step(w, aux=None):\n"
+        "    loss = torch.tanh(w).sum()\n    backward_keep(loss)\n    if aux is not None:\n"
+        "        aux(loss).backward()\n    return w.grad\n\n\nimport torch\n")
+    for name in ("__init__.py", "core.py", "loop.py"):  # as this interpreter's site-packages
+        monkeypatch.setitem(_reads._kinds, str(lib / name), 1)
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    importlib.invalidate_caches()
+    loop = importlib.import_module("trainlib_k3.loop")
+    try:
+        w = torch.ones(3, requires_grad=True)
+        with retaincheck.audit() as report:
+            loop.fit_step(w)
+        # the truth: the other path needs the flag
+        loop.fit_step(torch.ones(3, requires_grad=True), aux=lambda loss: loss * 0.5)
+        monkeypatch.setattr(loop, "backward_keep", lambda loss: loss.backward())
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            loop.fit_step(torch.ones(3, requires_grad=True), aux=lambda loss: loss * 0.5)
+    finally:
+        for name in ("trainlib_k3", "trainlib_k3.core", "trainlib_k3.loop"):
+            sys.modules.pop(name, None)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+    assert site.unseen_calls[0].endswith("loop.py:8")

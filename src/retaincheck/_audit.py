@@ -291,8 +291,11 @@ def _mark_untaken_calls(session: Session) -> None:
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
         # it (a wrapper's callers: optimize(loss, retain_graph=True) in a loop)
+        # (a site in an installed package: its package's functions on the way too, rev34a
+        # K3: trainlib/loop.py's aux(loss).backward() that this run did not take)
+        kinds = (1, 2) if source and _kind(source) == 1 else (2,)
         frames = {(name, line) for name, line in getattr(record, "_frames", ())
-                  if name == source or _kind(name) == 2}
+                  if name == source or _kind(name) in kinds}
         if source:
             frames.add((source, record.line))
         found = []
