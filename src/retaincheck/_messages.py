@@ -112,6 +112,8 @@ EN: dict[str, str] = {
     "them @pytest.mark.no_retaincheck",
     "p_outlived": "kept, not listed: {sites}: looked not needed, but the graph outlived its "
     "test (a fixture of wider scope or a global held it), and a later test may walk it unseen",
+    "p_unsure": "kept, not listed: {site}: {why}",
+    "p_unsure_more": "kept, not listed: {n} more sites that could not tell",
     # suggestions (_suggest.suggestion)
     "s_did_not_complete": "the call raised before it returned, so nothing can be said about it: "
     "fix that error, then run retaincheck again",
@@ -323,6 +325,8 @@ ZH: dict[str, str] = {
     "请给它们加上 @pytest.mark.no_retaincheck",
     "p_outlived": "保留，未列出：{sites}：看起来不需要，但计算图在测试结束后还活着"
     "（被作用域更大的 fixture 或全局变量引用着），后面的测试可能再次遍历它，而检查看不到",
+    "p_unsure": "保留，未列出：{site}：{why}",
+    "p_unsure_more": "保留，未列出：另有 {n} 处无法判断",
     "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"
     "再运行一次 retaincheck",
     "s_leak": "用 detach() 切断带入下一轮迭代的隐藏状态（或累计值），例如 h = h.detach()，"

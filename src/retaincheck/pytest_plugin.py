@@ -235,6 +235,32 @@ class _Gate:
         self.auditor.gate(session)
 
 
+def _why_kept(call: dict, lang: str) -> str:
+    """Why a test could not tell about a site, from its report's fields, as --fix says it
+    ("could not tell (...)", without the leading "kept")."""
+    def m(key, **values):
+        return message(key, lang, **values)
+
+    if call.get("unseen_reads"):
+        why = m("k_could_not_tell", read=call["unseen_reads"][0])
+    elif call.get("running_children"):
+        why = m("k_child", pids=", ".join(map(str, call["running_children"])))
+    elif call.get("unproven"):
+        why = m("k_unproven")
+    elif call.get("compiled"):
+        why = m("k_compiled")
+    elif call.get("passed_through"):
+        why = m("k_passed")
+    elif call.get("unseen_calls"):
+        why = m("k_untaken", call=call["unseen_calls"][0])
+    else:
+        return call["verdict"]
+    for sep in (": ", "："):  # "kept: could not tell (...)": the part after "kept"
+        if sep in why:
+            return why.split(sep, 1)[1]
+    return why
+
+
 def _stdin_readable() -> bool:
     """Whether standard input may hold something: not a terminal, /dev/null or closed."""
     import stat
@@ -439,6 +465,10 @@ class _Plugin:
                  "real": set()},
             )
             site["real"].add(tuple(real) if real else None)
+            if call["verdict"] == "could not tell: kept" and not call["needed"]:
+                site.setdefault("unsure", _why_kept(call, self.lang))  # said (rev34b F7)
+            else:
+                site["seen_needed"] = site.get("seen_needed") or call["needed"]
             if call["needed"] or call["verdict"] in ("needed", "needed only because history leaks",
                                                      "could not tell: kept"):
                 # a test that could not tell keeps the site, as the command line does (rev28b N4)
@@ -628,5 +658,13 @@ class _Plugin:
                           if v["unneeded_in"] and not v["needed"] and k in self.outlived)
         if outlived:  # left out of the list above: said, not dropped silently (rev29b N-n03)
             tr.write_line(m("p_outlived", sites=", ".join(outlived)))
+        # the sites a test could not tell about and none needed: said with the reason, as the
+        # command line says it (rev34b F7: a flag from a fixture was kept without a word)
+        unsure = sorted((k, v["unsure"]) for k, v in self.sites.items()
+                        if v.get("unsure") and not v.get("seen_needed"))
+        for site, why in unsure[:10]:
+            tr.write_line(m("p_unsure", site=site, why=why))
+        if len(unsure) > 10:
+            tr.write_line(m("p_unsure_more", n=len(unsure) - 10))
         if self.unaudited:
             tr.write_line(m("p_unaudited", n=len(self.unaudited)))
