@@ -657,3 +657,28 @@ def test_two_copies_of_a_helper_are_two_sites(tmp_path, monkeypatch):
         a.step(torch.tanh(w).sum())
         b.step(torch.sigmoid(w).sum())
     assert sorted(os.path.basename(c.file) for c in report.calls) == ["copy_a.py", "copy_b.py"]
+
+
+def test_an_audit_after_a_spy_kept_an_earlier_audits_wrapper_still_sees_every_call(
+        monkeypatch):
+    """After a spy wrapped torch.autograd.grad during one audit (a session fixture: rev34b
+    F9), torch.autograd.grad is that spy for good; the next audit took the spy for the
+    frame on the way to the engine, and a reuse through a name bound before any audit (the
+    real grad) went unseen: the site would have been "not needed"."""
+    real_grad = torch.autograd.grad
+    monkeypatch.setattr(torch.autograd, "grad", torch.autograd.grad)  # put back after
+    with retaincheck.audit():
+        inner = torch.autograd.grad
+
+        def spy(*args, **kwargs):
+            return inner(*args, **kwargs)
+
+        torch.autograd.grad = spy
+    assert torch.autograd.grad is spy  # the spy stays, with the audit's wrapper inside
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        y = torch.exp(w).sum()
+        real_grad(y, w, retain_graph=True)
+        real_grad(y, w)
+    (call,) = report.calls
+    assert call.verdict == "needed", report.format()

@@ -242,10 +242,10 @@ class Session:
         self.originals: dict[str, object] = {}
         self.wrappers: dict[str, object] = {}  # what install() put in their place
         ag = torch.autograd
-        self.entry_codes = {  # the frames between a caller and the engine
-            getattr(f, "__code__", None)
-            for f in (ag.backward, ag.grad, getattr(ag.graph, "_engine_run_backward", None))
-        }
+        # the frames between a caller and the engine, by file and name: torch.autograd.grad
+        # may be another function now (a spy, or an earlier audit's wrapper left inside one)
+        self.entry_codes = {(ag.__file__, "backward"), (ag.__file__, "grad"),
+                            (getattr(ag.graph, "__file__", ""), "_engine_run_backward")}
         self.engine = None  # the engine the audit stands in front of, while installed
         self.between: dict = {}  # (retaining site, reusing site) -> grads touched between
         self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
@@ -569,7 +569,8 @@ class Session:
             if kind == 0:  # retaincheck itself, Tensor.backward and torch's dispatch
                 frame = frame.f_back
                 continue
-            if engine and kind == 1 and frame.f_code in self.entry_codes:
+            if engine and kind == 1 and (
+                    frame.f_code.co_filename, frame.f_code.co_name) in self.entry_codes:
                 frame = frame.f_back  # torch.autograd.backward/grad on their way to the engine
                 continue
             if frame.f_code.co_name == "__torch_function__":
