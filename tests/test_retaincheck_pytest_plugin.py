@@ -974,6 +974,9 @@ def test_a_session_fixtures_spy_on_grad_outlives_each_tests_audit(pytester, monk
     call counter), over that test's audit; the audit's end put back what it had replaced and
     dropped the counter, so the second test failed only under the plugin. The audit now puts
     back only what is still its own, and its wrapper left inside another passes calls on."""
+    import torch
+
+    monkeypatch.setattr(torch.autograd, "grad", torch.autograd.grad)  # this process's, after
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makeconftest(
         "import pytest\nimport torch\n\n\n@pytest.fixture(scope='session')\n"
