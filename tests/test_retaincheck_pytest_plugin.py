@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch  # noqa: F401  (imported before pytester's runs, which drop new modules after each)
+import torch  # (imported before pytester's runs, which drop new modules after each)
 
 pytest_plugins = ["pytester"]
 
@@ -974,8 +974,6 @@ def test_a_session_fixtures_spy_on_grad_outlives_each_tests_audit(pytester, monk
     call counter), over that test's audit; the audit's end put back what it had replaced and
     dropped the counter, so the second test failed only under the plugin. The audit now puts
     back only what is still its own, and its wrapper left inside another passes calls on."""
-    import torch
-
     monkeypatch.setattr(torch.autograd, "grad", torch.autograd.grad)  # this process's, after
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makeconftest(
