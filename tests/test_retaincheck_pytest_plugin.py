@@ -1073,6 +1073,31 @@ def test_the_last_tests_graph_that_lives_to_the_sessions_end_is_not_listed(pytes
     assert section(result)[1].startswith("kept, not listed: test_last.py:8")
 
 
+def test_a_graph_a_hook_wrapper_walks_after_its_test_is_not_listed(pytester, monkeypatch):
+    """rev35b p14: a conftest's pytest_runtest_protocol wrapper walks the losses a test
+    registered, after the test, and lets them go; the plugin looked at the graph only at the
+    next test's start, found it gone, and listed the site "not needed" (without the flag the
+    wrapper fails). It looks as soon as the test's protocol is over."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest(
+        "import pytest\n\nKEY = pytest.StashKey[list]()\n\n\n@pytest.fixture\n"
+        "def grad_check(request):\n    request.node.stash[KEY] = []\n"
+        "    return request.node.stash[KEY]\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_protocol(item, nextitem):\n    yield\n"
+        "    for loss in item.stash.get(KEY, []):\n        loss.backward()\n"
+        "    item.stash.get(KEY, []).clear()\n")
+    pytester.makepyfile(test_m=(
+        "import torch\n\n\ndef test_one(grad_check):\n"
+        "    loss = torch.ones(3, requires_grad=True).exp().sum()\n"
+        "    loss.backward(retain_graph=True)\n    grad_check.append(loss)\n\n\n"
+        "def test_two():\n    pass\n"))
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=2)
+    assert section(result)[0].startswith("no retain_graph=True found not needed"), \
+        result.outlines
+    assert section(result)[1].startswith("kept, not listed: test_m.py:6")
+
+
 @pytest.mark.proof  # a session with an xdist worker (a new interpreter that imports torch)
 def test_under_xdist_a_workers_last_graph_alive_at_its_end_is_not_listed(tmp_path):
     """rev32b F-x20x: the last test's graph that lives to the session's end was left out in

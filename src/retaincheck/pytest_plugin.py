@@ -342,6 +342,7 @@ class _Plugin:
         self.calls = 0  # backward()/grad() calls seen in the audited tests
         self.unaudited: list[str] = []
         self.pending: list = []  # (node ref, site keys) of the last test, looked at by the next
+        self.looked: list = []  # its sites found outlived at the end of its protocol
         self.outlived: set[str] = set()  # sites whose kept graph outlived the test
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
@@ -391,6 +392,16 @@ class _Plugin:
                                 if (keys := {_site_id(r) for r in records
                                              if r.verdict == "not needed"})]
 
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        """The test's kept graph is looked at as soon as its protocol is over, before any other
+        hook wrapper's end runs (rev35b p14: a conftest's wrapper that walked the test's
+        losses after it and let them go left the site listed "not needed")."""
+        try:
+            return (yield)
+        finally:
+            self.looked = self.looked + self._outlived()
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
         """xdist, in the main process: the sites whose graph a worker's last test left alive
@@ -405,13 +416,14 @@ class _Plugin:
         now that its function-scoped fixtures and locals are gone (rev28b F1: a module-scoped
         fixture's loss, walked by a later test the audit of that test no longer watched)."""
         pending, self.pending = self.pending, []
+        looked, self.looked = self.looked, []  # found outlived at the test's end already
         if not pending:
-            return []
+            return looked
         import gc
 
         gc.collect()
-        return sorted({key for ref, keys in pending if ref() is not None for key in keys},
-                      key=repr)
+        return sorted({key for ref, keys in pending if ref() is not None for key in keys}
+                      | set(looked), key=repr)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
