@@ -682,3 +682,22 @@ def test_an_audit_after_a_spy_kept_an_earlier_audits_wrapper_still_sees_every_ca
         real_grad(y, w)
     (call,) = report.calls
     assert call.verdict == "needed", report.format()
+
+
+def test_two_texts_compiled_under_one_name_are_not_read_for_either(tmp_path):
+    """rev35a A2, rev35b NEW-3: two generated helpers compiled under one file name; the site
+    is in the first (retain_graph=keep), and the rule read the last one compiled, whose line
+    3 holds a literal True: "not needed". Which text ran cannot be told: "could not tell"."""
+    name = str(tmp_path / "_generated_steps.py")  # no such file
+    first = "def first(loss, keep):\n    # keep comes from the caller\n" \
+            "    loss.backward(retain_graph=keep)\n"
+    second = "def second(loss):\n    # a literal one\n    loss.backward(retain_graph=True)\n"
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        scope: dict = {}
+        exec(compile(first, name, "exec"), scope)
+        exec(compile(second, name, "exec"), scope)
+        scope["first"](torch.tanh(w).sum(), True)
+    (call,) = report.calls
+    assert (call.verdict, call.passed_through) == ("could not tell: kept", True), \
+        report.format()

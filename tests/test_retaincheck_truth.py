@@ -499,15 +499,20 @@ def test_a_flag_not_written_at_the_site_is_never_not_needed(tmp_path, shape):
     "gs = torch.autograd.grad(loss, list(model.parameters()), None, retain_graph, False, True)\n"
     "        for p, g in zip(model.parameters(), gs):\n"
     "            p.grad = g if p.grad is None else p.grad + g",
+    "run = functools.partial(torch.autograd.grad, retain_graph=retain_graph)\n"
+    "        gs = run(loss, list(model.parameters()), create_graph=True)\n"
+    "        for p, g in zip(model.parameters(), gs):\n"
+    "            p.grad = g.detach() if p.grad is None else p.grad + g.detach()",
 ], ids=["positional", "split-over-lines", "partial", "partial-create-graph",
-        "another-literal-true", "grad-positional"])
+        "another-literal-true", "grad-positional", "partial-create-graph-true"])
 def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, call):
     """rev33 H1, H2, H3: the rule for a flag that is not the literal True looked only at the
     retain_graph= keywords of calls starting on the running line: a positional flag, a call
     split over lines (its .backward( runs below its first line) and a functools.partial got
     past it, each a proven 6 where removing the caller's retain_graph=True changes training.
     rev34a J1, J2, J2b, rev34b F1-F3: then a create_graph= at the call let a partial's flag
-    through, and any literal True on the line (keepdim, only_inputs) a positional one."""
+    through, and any literal True on the line (keepdim, only_inputs) a positional one;
+    rev35a A1, rev35b NEW-1: a create_graph=True at the call still did."""
     source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
               "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
@@ -668,3 +673,33 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
     assert site.unseen_calls[0].endswith("loop.py:8")
+
+
+def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path):
+    """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says
+    neither backward nor grad) and a literal retain_graph=True call: the literal one was
+    taken for the site's flag, and the partial's, written by the caller, went through as
+    "not needed". A call on the line that is neither inside nor around the literal one may be
+    the one that kept the graph."""
+    source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
+              "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
+              "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "probe = torch.ones(2, requires_grad=True)\n\n\n"
+              "def make(retain_graph=False):\n    def step(loss):\n"
+              "        run = functools.partial(loss.backward, None, retain_graph)\n"
+              "        run(); (probe * 2).sum().backward(retain_graph=True)\n"
+              "        if not retain_graph:\n            opt.step()\n            opt.zero_grad()\n"
+              "    return step\n\n\n"
+              "more, last = make(retain_graph=True), make()\nlosses = []\nfor _ in range(3):\n"
+              "    first = model(x).pow(2).mean()\n    more(first)\n"
+              "    second = model(x).abs().mean()\n    last(second)\n"
+              "    losses += [first.detach(), second.detach()]\nresult = losses\n")
+    path = tmp_path / "beside.py"
+    path.write_text(source)
+    baseline, _ = run_fixture(path)
+    caller = "make(retain_graph=True), make()"
+    without, _ = run_fixture(path, source.replace(caller, "make(), make()"))
+    assert not same(without, baseline)  # the truth: the caller's flag matters
+    _, report = run_fixture(path, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.passed_through, report.format()

@@ -146,23 +146,21 @@ def _mark_passed_through(session: Session) -> None:
         source = getattr(record, "_source", None)
         if record.needed or record.history_leak:
             continue
-        # The site's file; else its text as Python had it while it ran (a notebook cell's, a
-        # doctest example's); else the line alone (a Markdown fence that pytest-markdown-docs
-        # runs under the .md file's name): line 1 of that text.
-        tree, at = _tree(source) if source else None, record.line
-        texts = ("".join(getattr(record, "_lines", None) or ()), record.code or "")
-        for text in texts if tree is None else ():
+        # The site's file, or the one text compiled under its name during the audit (a
+        # Markdown fence: _reads._compiled); else its text as Python had it while it ran (a
+        # notebook cell's, a doctest example's)
+        tree = _tree(source) if source else None
+        text = "".join(getattr(record, "_lines", None) or ())
+        if tree is None and text:
             try:
-                tree = ast.parse(text) if text else None
+                tree = ast.parse(text)
             except (SyntaxError, ValueError):
-                continue
-            at = 1 if text is texts[1] else record.line
-            break
+                tree = None
         # every call whose text covers the line: a call split over lines runs on the line of
         # its ``.backward(`` while its node starts above it (rev33 H2: black's layout)
         calls = [] if tree is None else [
             n for n in ast.walk(tree) if isinstance(n, ast.Call)
-            and n.lineno <= at <= (n.end_lineno or n.lineno)]
+            and n.lineno <= record.line <= (n.end_lineno or n.lineno)]
         if not calls:
             # code compiled from a string (exec), a file gone or changed since it ran: what
             # the line writes cannot be seen, so whether the flag is the literal True cannot
@@ -182,6 +180,12 @@ def _mark_passed_through(session: Session) -> None:
         # J2b: out.norm(2, 1, True); autograd.grad's only_inputs)
         starters = [c for c in calls if _starts_a_pass(c)]
         implied = not starters or not all(_literal_flag(c) for c in starters)
+        # another call on the line, neither inside a starter nor around one, may be the one
+        # that kept the graph (a partial or operator.methodcaller named otherwise: rev35a A3,
+        # rev35b NEW-2: `bw(loss); other.backward(retain_graph=True)`)
+        inside = {id(n) for s in starters for n in ast.walk(s)}
+        around = {id(c) for c in calls if any(s is not c and s in ast.walk(c) for s in starters)}
+        implied = implied or any(id(c) not in inside and id(c) not in around for c in calls)
         if ((splat and not written) or named or implied
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
@@ -207,9 +211,11 @@ def _starts_a_pass(call) -> bool:
 
 
 def _literal_flag(call) -> bool:
-    """Whether the call writes its retain flag as the literal True: ``retain_graph=True``,
-    ``create_graph=True`` with no ``retain_graph=``, or True at retain_graph's position in
-    ``Tensor.backward``, ``torch.autograd.backward`` or ``torch.autograd.grad``."""
+    """Whether the call writes its retain flag as the literal True: ``retain_graph=True``, or
+    True at retain_graph's position in ``Tensor.backward``, ``torch.autograd.backward`` or
+    ``torch.autograd.grad``. Not ``create_graph=True``: a site is a call that gave
+    retain_graph itself, and the flag it gave came from elsewhere (rev35a A1, rev35b NEW-1:
+    a partial's, a positional name, with create_graph=True at the call)."""
     import ast
 
     def true(node) -> bool:
@@ -218,8 +224,6 @@ def _literal_flag(call) -> bool:
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     if "retain_graph" in keywords:
         return true(keywords["retain_graph"])
-    if true(keywords.get("create_graph")):
-        return True
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "backward":
         owner = func.value  # torch.autograd.backward, autograd.backward: a function

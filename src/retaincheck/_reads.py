@@ -458,14 +458,17 @@ _trees: dict[tuple, ast.AST | None] = {}
 # runner's (the audit's compile events, _hooks.Session.dynamic_code): a Markdown fence that
 # pytest-markdown-docs compiles under the .md file's name, with the lines before it blank
 # (rev34b F8, F8b), exec'd code named "<config>". Read where the name is no Python file.
-_compiled: dict[str, str] = {}
+# None: two texts compiled under one name, which of them ran cannot be told (rev35a A2,
+# rev35b NEW-3: the last one's line was read for the first one's site).
+_compiled: dict[str, str | None] = {}
 
 
 def note_compiled(filename, source) -> None:
     if isinstance(source, bytes):
         source = source.decode("utf-8", "replace")
     if isinstance(filename, str) and isinstance(source, str):
-        _compiled[filename] = source
+        known = _compiled.get(filename, source)
+        _compiled[filename] = source if known == source else None
 
 
 def _source_text(path: str) -> str:
