@@ -701,3 +701,50 @@ def test_two_texts_compiled_under_one_name_are_not_read_for_either(tmp_path):
     (call,) = report.calls
     assert (call.verdict, call.passed_through) == ("could not tell: kept", True), \
         report.format()
+
+
+def test_a_file_that_is_not_the_code_that_ran_is_not_read(tmp_path, monkeypatch):
+    """rev35a A4, rev35b NEW-7: the helper's file was edited (or put back) while the run went
+    on; the rule read the file as it was at the end, a literal True, for a site that had run
+    retain_graph=keep. rev35b NEW-4: pytest-markdown-docs runs a fence of a module's docstring
+    under the module's own file name; the rule read the module's line of that number. Either
+    way: "could not tell"."""
+    import importlib
+    import sys
+
+    helper = tmp_path / "edited_helper.py"
+    helper.write_text("def step(loss, keep):\n    loss.backward(retain_graph=keep)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    step = importlib.import_module("edited_helper").step
+    del sys.modules["edited_helper"]
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as edited:
+        step(torch.tanh(w).sum(), True)
+        helper.write_text("def step(loss, keep):\n    loss.backward(retain_graph=True)\n")
+    module = tmp_path / "accum.py"  # its line 3 is a literal site that never runs here
+    module.write_text("def probe(t):\n    # a literal one\n    t.backward(retain_graph=True)\n")
+    fence = "keep = True\nw = torch.ones(3, requires_grad=True)\n" \
+            "torch.exp(w).sum().backward(retain_graph=keep)\n"
+    with retaincheck.audit() as docstring:
+        exec(compile(fence, str(module), "exec"), {"torch": torch})
+    for report in (edited, docstring):
+        (call,) = report.calls
+        assert (call.verdict, call.passed_through) == ("could not tell: kept", True), \
+            report.format()
+
+
+def test_a_read_in_a_string_compiled_under_a_python_files_name_is_seen(tmp_path):
+    """rev35b NEW-4's other half: a docstring fence compiled under its module's name that
+    reads a saved tensor was taken as the module's own code, which the search reads from the
+    file (where there is no read): the site whose graph it read stayed "not needed"."""
+    module = tmp_path / "accum2.py"
+    module.write_text("def nothing():\n    return None\n")
+    fence = "value = y.grad_fn._saved_result\n"
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        y = torch.exp(w)
+        y.sum().backward(retain_graph=True)
+        exec(compile(fence, str(module), "exec"), {"y": y})
+    (call,) = report.calls
+    assert call.verdict == "could not tell: kept" and call.unseen_reads, report.format()

@@ -148,9 +148,16 @@ def _mark_passed_through(session: Session) -> None:
             continue
         # The site's file, or the one text compiled under its name during the audit (a
         # Markdown fence: _reads._compiled); else its text as Python had it while it ran (a
-        # notebook cell's, a doctest example's)
-        tree = _tree(source) if source else None
+        # notebook cell's, a doctest example's). A file that is not what ran is read for
+        # nothing: changed since the site first ran (rev35a A4, rev35b NEW-7: edited or put
+        # back during the run), or a string compiled under its name (rev35b NEW-4: a fence in
+        # a module's docstring, which pytest-markdown-docs runs under the module's name).
+        disk = _tree(source, compiled=False) if source else None
         text = "".join(getattr(record, "_lines", None) or ())
+        if disk is not None and _not_what_ran(source, text):
+            tree = text = None
+        else:
+            tree = disk if disk is not None else _tree(source) if source else None
         if tree is None and text:
             try:
                 tree = ast.parse(text)
@@ -233,6 +240,20 @@ def _literal_flag(call) -> bool:
         kind = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     at = _FLAG_AT.get(kind)
     return at is not None and len(call.args) > at and true(call.args[at])
+
+
+def _not_what_ran(source: str, lines: str) -> bool:
+    """Whether the file ``source``, as it is now, may not be the code that ran: its text
+    differs from what Python's line cache held when the site first ran, or from a string
+    compiled under its name during the audit."""
+    from ._reads import _compiled, _source_text
+
+    try:
+        now = _source_text(source)
+    except OSError:  # gone since: nothing to compare
+        return True
+    # (linecache ends the last line with a newline where the file does not)
+    return bool(lines and lines not in (now, now + "\n")) or _compiled.get(source, now) != now
 
 
 def _parameter_read_elsewhere(tree, calls) -> bool:

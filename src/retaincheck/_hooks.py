@@ -274,7 +274,6 @@ class Session:
         unless every string compiled since the last such run was searched and had none."""
         from ._reads import (
             _kind,
-            _python_file,
             _stdlib,
             lines_reading_saved_tensors,
             note_compiled,
@@ -310,11 +309,11 @@ class Session:
         clean, self.compiled_clean = self.compiled_clean, None
         if isinstance(filename, str) and os.path.isfile(filename):
             self.files.add(filename)  # a file's code, exec'd: the search reads the file
-            if clean is not False or _python_file(filename):
+            if clean is not False:
                 return
             # a string with a read compiled under the name of a file that is not Python (a
             # Markdown fence that pytest-markdown-docs runs: rev30b F-x4), which the search
-            # cannot read
+            # cannot read, or that is, with other text (a fence in a module's docstring)
         if not clean:
             where = f"{self.display_path(caller)}:{frame.f_lineno} (exec'd code)"
             if where not in self.dynamic_reads:
@@ -642,6 +641,9 @@ class Session:
                 with LOCK:
                     record = self.records.get(key)
                     if record is None:
+                        # (an entry from before the file changed, as in a process that runs
+                        # main() on one file name twice: read again)
+                        linecache.checkcache(filename)
                         code = _without_comment(linecache.getline(filename, key[1]))
                         record = CallRecord(key[0], key[1], function, code, kind)
                         record._source = filename  # the code's own file name, for the proof
