@@ -703,3 +703,35 @@ def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_pat
     _, report = run_fixture(path, audited=True)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.passed_through, report.format()
+
+
+def test_a_site_in_a_module_imported_from_a_zip_is_read_through_its_loader(tmp_path,
+                                                                        monkeypatch):
+    """rev35a S1: a literal site in a module imported from a zip (zipapp, pex) could not be
+    read ("could not tell", with no code shown), nor could the module be searched for a
+    backward() that did not run. Its source comes from its loader, as Python's tracebacks
+    get it."""
+    import importlib
+    import sys
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "helpers.zip", "w") as archive:
+        archive.writestr("zipped_steps.py", (
+            "def plain(loss):\n    loss.backward(retain_graph=True)\n\n\n"
+            "def periodic(loss, step):\n    loss.backward(retain_graph=True)\n"
+            "    if step % 50 == 49:\n        loss.backward()\n"))
+    monkeypatch.syspath_prepend(str(tmp_path / "helpers.zip"))
+    importlib.invalidate_caches()
+    steps = importlib.import_module("zipped_steps")
+    try:
+        w = torch.ones(3, requires_grad=True)
+        with retaincheck.audit() as report:
+            for step in range(3):
+                steps.plain(torch.tanh(w).sum())
+                steps.periodic(torch.sigmoid(w).sum(), step)
+    finally:
+        sys.modules.pop("zipped_steps", None)
+    plain, periodic = report.calls
+    assert (plain.code, plain.verdict) == ("loss.backward(retain_graph=True)", "not needed"), \
+        report.format()
+    assert periodic.verdict == COULD_NOT_TELL and periodic.unseen_calls[0].endswith(":8")

@@ -644,12 +644,14 @@ class Session:
                         # (an entry from before the file changed, as in a process that runs
                         # main() on one file name twice: read again)
                         linecache.checkcache(filename)
-                        code = _without_comment(linecache.getline(filename, key[1]))
+                        # (with the module's globals: its loader's source, a zip's: rev35a S1)
+                        scope = frame.f_globals if frame is not None else None
+                        code = _without_comment(linecache.getline(filename, key[1], scope))
                         record = CallRecord(key[0], key[1], function, code, kind)
                         record._source = filename  # the code's own file name, for the proof
                         # its text as Python had it while it ran: a notebook cell's or a
                         # doctest example's lives in linecache only (_mark_passed_through)
-                        record._lines = linecache.getlines(filename)
+                        record._lines = linecache.getlines(filename, scope)
                         record._frames = set()  # (file, line) on its stacks: _untaken
                         record._shapes = set()
                         self.records[key] = record

@@ -500,6 +500,12 @@ def _tree(path: str, compiled: bool = True) -> ast.AST | None:
         if _trees[key] is not None:
             return _trees[key]
     text = _compiled.get(path) if compiled else None
+    if text is None and compiled and stat is None:
+        import linecache
+
+        # a module with no file of its own on disk (a zip's), which linecache read through
+        # its loader when a site there was first met (_hooks: getlines with its globals)
+        text = "".join(linecache.getlines(path)) or None
     if text is None:
         return None
     key = (path, text)
