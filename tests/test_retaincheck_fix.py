@@ -2009,3 +2009,31 @@ def test_a_sites_line_is_found_as_python_counts_and_decodes_lines():
     latin = "# -*- coding: latin-1 -*-\nperte.backward(retain_graph=True)  # é\n"
     assert _code_line(latin.encode("latin-1"), 2) == "perte.backward(retain_graph=True)"
     assert _code_line("é = 1\r\nloss.backward()\r".encode(), 2) == "loss.backward()"
+
+
+@pytest.mark.proof
+def test_a_rerun_that_hangs_is_stopped_and_proves_nothing(tmp_path, monkeypatch):
+    """rev35b NEW-8: without the flag the program waited forever (here: for a tensor the
+    graph keeps, freed at once without it), and the gate's rerun with it; a rerun ten times
+    as long as the audited run (a minute at least; two seconds here) is stopped."""
+    import contextlib
+    import io
+    import time
+
+    from retaincheck import _proof
+    from retaincheck.__main__ import main
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import time\nimport weakref\n\nimport torch\n\nx = torch.ones(3, requires_grad=True)\n"
+        "h = x * 2\nkept = weakref.ref(h)\nloss = h.sin().sum()\ndel h\n"
+        "loss.backward(retain_graph=True)\nwhile kept() is None:  # waits for what never comes\n"
+        "    time.sleep(0.1)\nprint('done')\n")
+    monkeypatch.setattr(_proof, "RERUN_MIN_S", 2.0)
+    monkeypatch.chdir(tmp_path)
+    err = io.StringIO()
+    start = time.monotonic()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        status = main(["--fail-on-unneeded", "train.py"])
+    assert status == 0 and time.monotonic() - start < 60, err.getvalue()
+    assert "NOT proven: the rerun was still running after " in err.getvalue(), err.getvalue()

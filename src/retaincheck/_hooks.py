@@ -648,7 +648,10 @@ class Session:
                         scope = frame.f_globals if frame is not None else None
                         code = _without_comment(linecache.getline(filename, key[1], scope))
                         record = CallRecord(key[0], key[1], function, code, kind)
-                        record._source = filename  # the code's own file name, for the proof
+                        # the code's own file name, for the proof; a relative one from here (a
+                        # launcher's os.chdir(exp); runpy.run_path("train.py"): rev35a S2)
+                        record._source = filename if filename.startswith("<") or (
+                            os.path.isabs(filename)) else os.path.abspath(filename)
                         # its text as Python had it while it ran: a notebook cell's or a
                         # doctest example's lives in linecache only (_mark_passed_through)
                         record._lines = linecache.getlines(filename, scope)

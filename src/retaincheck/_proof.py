@@ -135,6 +135,7 @@ def start_state() -> dict:
         except (ValueError, OSError):
             continue
     state: dict = {"ignored": ignored, "options": _interpreter_options(),
+                   "began": time.monotonic(),  # the audited run's start: the rerun's limit
                    "temp": tempfile.gettempdir(),
                    # the command line as the program sees it (rev28a N3: it printed it)
                    "orig_argv": list(getattr(sys, "orig_argv", []))}
@@ -713,6 +714,9 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
             "from retaincheck._proof import child; child(sys.argv[2])"
         )
         start = time.perf_counter()
+        # ten times as long as the audited run took (a minute at least), then it is stopped
+        began = (program.start or {}).get("began")
+        limit = max(RERUN_MIN_S, 10 * (time.monotonic() - began)) if began else None
         try:
             feed = ({"stdin": feed_file} if feed_file is not None else
                     {"stdin": subprocess.DEVNULL} if program.stdin is None else
@@ -731,7 +735,13 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
                     pass_fds=passed, preexec_fn=_die_with_parent(),
                 ) as popen:
                     try:
-                        out, err = popen.communicate(given)
+                        out, err = popen.communicate(given, timeout=limit)
+                    except subprocess.TimeoutExpired:  # (rev35b NEW-8: it hung)
+                        _kill_rerun(spec)
+                        popen.kill()
+                        popen.communicate()
+                        return Proof(False, m("proof_timeout", seconds=f"{limit:.0f}"), limit,
+                                     refutes=False)
                     except BaseException:  # stopped (SIGTERM, Ctrl-C): its processes too
                         _kill_rerun(spec)
                         raise
@@ -796,6 +806,7 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
 
 
 SNAPSHOT_LIMIT = 20000
+RERUN_MIN_S = 60.0  # the least time a rerun gets before it is stopped
 GRACE = 3.0  # seconds a process the rerun started gets to end after the program
 
 
