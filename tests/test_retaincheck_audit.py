@@ -625,8 +625,9 @@ class _Tagged(torch.Tensor):
 
 def test_a_tensor_subclass_leaves_the_site_where_the_flag_is_written():
     """rev34b F6: a loss of a tensor subclass reached backward() through the subclass's
-    __torch_function__, which was taken for the site: a flag "not the literal True" there,
-    so every literal site became "could not tell", named at the subclass's line."""
+    __torch_function__, which was taken for the site, named at the subclass's line. The site
+    is the line that wrote the flag; and as the __torch_function__ sees the flag and may act
+    on it (rev36a F1, F2: test_retaincheck_truth), "could not tell", saying so."""
     w = torch.ones(3, requires_grad=True)
     with retaincheck.audit() as report:
         loss = torch.tanh(w * torch.arange(3.0).as_subclass(_Tagged)).sum()
@@ -634,7 +635,8 @@ def test_a_tensor_subclass_leaves_the_site_where_the_flag_is_written():
         loss.backward(retain_graph=True)
     (call,) = report.calls
     assert call.code == "loss.backward(retain_graph=True)", report.format()
-    assert (call.verdict, call.passed_through) == ("not needed", False)
+    assert (call.verdict, call.passed_through) == ("could not tell: kept", True)
+    assert "the call went through a __torch_function__" in report.format()
 
 
 def test_two_copies_of_a_helper_are_two_sites(tmp_path, monkeypatch):

@@ -66,6 +66,7 @@ def every_kind_of_record() -> Report:
         dict(executions=1, unproven="output differed"), dict(executions=1, compiled=True),
         dict(executions=1, passed_through=True),
         dict(executions=1, passed_through=True, _unread=True),  # code it could not read
+        dict(executions=1, passed_through=True, _observed=True),  # a __torch_function__
         dict(executions=1, run_completed=False), dict(executions=1),
         dict(executions=1, create_graph=True), dict(executions=1, needed=True, create_graph=True),
         *[dict(executions=3, reused_executions=2, needed=True, notes=n, reused_by=["a.py:9"])
@@ -74,10 +75,10 @@ def every_kind_of_record() -> Report:
           for n in ({_suggest.ROWS}, {_suggest.SAME_OUTPUTS}, set())],
     ]):
         kwargs.setdefault("kind", "backward")
-        unread = kwargs.pop("_unread", False)
+        unread, observed = kwargs.pop("_unread", False), kwargs.pop("_observed", False)
         records.append(CallRecord(file="train.py", line=i + 1, function="<module>",
                                   code="loss.backward(retain_graph=True)", **kwargs))
-        records[-1]._unread = unread
+        records[-1]._unread, records[-1]._observed = unread, observed
     return Report(calls=records, completed=False, stopped_by="KeyboardInterrupt")
 
 

@@ -503,8 +503,13 @@ def test_a_flag_not_written_at_the_site_is_never_not_needed(tmp_path, shape):
     "        gs = run(loss, list(model.parameters()), create_graph=True)\n"
     "        for p, g in zip(model.parameters(), gs):\n"
     "            p.grad = g.detach() if p.grad is None else p.grad + g.detach()",
+    "grad = functools.partial(torch.autograd.grad, loss)\n"
+    "        gs = grad(list(model.parameters()), None, retain_graph, True)\n"
+    "        for p, g in zip(model.parameters(), gs):\n"
+    "            p.grad = g.detach() if p.grad is None else p.grad + g.detach()",
 ], ids=["positional", "split-over-lines", "partial", "partial-create-graph",
-        "another-literal-true", "grad-positional", "partial-create-graph-true"])
+        "another-literal-true", "grad-positional", "partial-create-graph-true",
+        "partial-shifts-positions"])
 def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, call):
     """rev33 H1, H2, H3: the rule for a flag that is not the literal True looked only at the
     retain_graph= keywords of calls starting on the running line: a positional flag, a call
@@ -512,7 +517,8 @@ def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, ca
     past it, each a proven 6 where removing the caller's retain_graph=True changes training.
     rev34a J1, J2, J2b, rev34b F1-F3: then a create_graph= at the call let a partial's flag
     through, and any literal True on the line (keepdim, only_inputs) a positional one;
-    rev35a A1, rev35b NEW-1: a create_graph=True at the call still did."""
+    rev35a A1, rev35b NEW-1: a create_graph=True at the call still did; rev36b F1: a
+    partial that binds the loss shifts the positions (the True there is create_graph)."""
     source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
               "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
@@ -735,3 +741,39 @@ def test_a_site_in_a_module_imported_from_a_zip_is_read_through_its_loader(tmp_p
     assert (plain.code, plain.verdict) == ("loss.backward(retain_graph=True)", "not needed"), \
         report.format()
     assert periodic.verdict == COULD_NOT_TELL and periodic.unseen_calls[0].endswith(":8")
+
+
+@pytest.mark.parametrize("through", ["subclass", "mode"])
+def test_a_torch_function_that_sees_the_flag_keeps_the_site(tmp_path, through):
+    """rev36a F1, F2: a tensor subclass's __torch_function__ that steps the optimizer after
+    the last backward of a step (when retain_graph is unset), a TorchFunctionMode that logs
+    each backward's options: both see the flag, and removing it changes what they do, which
+    turning graph-keeping off at run time (the gate's rerun) does not show; it exited 6."""
+    hook = {
+        "subclass": ("class Loss(torch.Tensor):\n    @classmethod\n"
+                     "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                     "        kwargs = kwargs or {}\n"
+                     "        out = super().__torch_function__(func, types, args, kwargs)\n"
+                     "        keep = kwargs.get('retain_graph')\n"
+                     "        if func is torch.Tensor.backward and not keep:\n"
+                     "            opt.step()\n            opt.zero_grad()\n        return out\n\n\n"
+                     "def wrap(t):\n    return t.as_subclass(Loss)\n\n\n"
+                     "def watch():\n    return contextlib.nullcontext()\n"),
+        "mode": ("class Count(TorchFunctionMode):\n"
+                 "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+                 "        kwargs = kwargs or {}\n"
+                 "        if getattr(func, '__name__', '') == 'backward':\n"
+                 "            seen.append(bool(kwargs.get('retain_graph')))\n"
+                 "        return func(*args, **kwargs)\n\n\n"
+                 "def wrap(t):\n    return t\n\n\ndef watch():\n    return Count()\n"),
+    }[through]
+    source = ("import contextlib\n\nimport torch\nfrom torch.overrides import TorchFunctionMode\n\n"
+              "torch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
+              "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nseen = []\n\n\n" + hook +
+              "\n\nlosses = []\nfor _ in range(3):\n    with watch():\n"
+              "        first = wrap(model(x).pow(2).mean())\n"
+              "        first.backward(retain_graph=True)\n"
+              "        second = wrap(model(x).abs().mean())\n        second.backward()\n"
+              "    losses += [first.item(), second.item()]\n"
+              "result = [torch.tensor(losses), torch.tensor(seen)]\n")
+    _kept_though_it_matters(tmp_path / f"{through}.py", source)

@@ -146,6 +146,11 @@ def _mark_passed_through(session: Session) -> None:
         source = getattr(record, "_source", None)
         if record.needed or record.history_leak:
             continue
+        if getattr(record, "_observed", False):
+            # a __torch_function__ on the way saw the flag: the program may act on it
+            # (rev36a F1, F2), which turning graph-keeping off at run time would not show
+            record.passed_through = True
+            continue
         # The site's file, or the one text compiled under its name during the audit (a
         # Markdown fence: _reads._compiled); else its text as Python had it while it ran (a
         # notebook cell's, a doctest example's). A file that is not what ran is read for
@@ -232,12 +237,13 @@ def _literal_flag(call) -> bool:
     if "retain_graph" in keywords:
         return true(keywords["retain_graph"])
     func = call.func
-    if isinstance(func, ast.Attribute) and func.attr == "backward":
-        owner = func.value  # torch.autograd.backward, autograd.backward: a function
-        kind = "backward" if (getattr(owner, "attr", None) or getattr(owner, "id", None)) == (
-            "autograd") else "method"
-    else:
-        kind = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if not isinstance(func, ast.Attribute):
+        return False  # a bare name may be a partial with arguments bound (rev36b F1): by
+        # position, its flag's place cannot be told
+    owner = func.value
+    autograd = (getattr(owner, "attr", None) or getattr(owner, "id", None)) == "autograd"
+    kind = ("backward" if autograd else "method") if func.attr == "backward" else (
+        "grad" if func.attr == "grad" and autograd else "")
     at = _FLAG_AT.get(kind)
     return at is not None and len(call.args) > at and true(call.args[at])
 

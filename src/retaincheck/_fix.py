@@ -65,6 +65,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
         return m("k_unproven")
     if getattr(record, "compiled", False):
         return m("k_compiled")
+    if getattr(record, "_observed", False):
+        return m("k_observed")
     if getattr(record, "_unread", False):
         return m("k_unread")
     if getattr(record, "passed_through", False):

@@ -561,8 +561,10 @@ class Session:
         return kind
 
     def caller(self, engine=False):
-        """(frame, user) of the code that called backward/grad."""
-        frame = sys._getframe(2)
+        """(frame, user, observed) of the code that called backward/grad; ``observed``: a
+        ``__torch_function__`` was on the way (a tensor subclass's, a TorchFunctionMode's),
+        which sees the call's arguments and may act on them."""
+        frame, observed = sys._getframe(2), False
         while frame is not None:
             kind = self._kind_of(frame.f_code)
             if kind == 0:  # retaincheck itself, Tensor.backward and torch's dispatch
@@ -573,12 +575,13 @@ class Session:
                 frame = frame.f_back  # torch.autograd.backward/grad on their way to the engine
                 continue
             if frame.f_code.co_name == "__torch_function__":
-                # a tensor subclass's (rev34b F6): torch passes the call through it on the
-                # way from the line that wrote it, which is the site
-                frame = frame.f_back
+                # a tensor subclass's (rev34b F6), a TorchFunctionMode's: torch passes the
+                # call through it on the way from the line that wrote it, which is the site;
+                # it sees the flag (rev36a F1, F2: it logged it, stepped when it was unset)
+                frame, observed = frame.f_back, True
                 continue
-            return frame, kind == 2  # kind 1: called by torch itself (autograd.functional)
-        return None, False
+            return frame, kind == 2, observed  # kind 1: called by torch (autograd.functional)
+        return None, False, observed
 
     def chain(self, frame, depth: int = 12) -> tuple:
         """The user frames from the call outwards: ((file name, line, first line), ...)."""
@@ -613,7 +616,7 @@ class Session:
 
     def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit, engine=False):
         self.report.backward_calls += 1
-        frame, user = self.caller(engine)
+        frame, user, observed = self.caller(engine)
         if frame is not None:
             key, key_text, function, filename = self.site_of(frame)
         else:
@@ -662,6 +665,8 @@ class Session:
                         self.started[record] = []
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
+        if retaining and observed:
+            record._observed = True  # (_audit._mark_passed_through)
         if retaining and shape not in record._shapes:
             record._shapes.add(shape)
             record._frames.update(lines)  # each function on the way to it: _untaken

@@ -501,6 +501,12 @@ EN.update({
     "retain_graph=True calls backward() itself",
     "k_passed": "kept: could not tell (the flag is not the literal True here: it comes from "
     "another line)",
+    "why_observed": ": no later backward() or grad() walked this graph, but the call went "
+    "through a __torch_function__ (a tensor subclass's or a TorchFunctionMode's), which sees "
+    "the flag and may act on it",
+    "s_observed": "keep it, unless that __torch_function__ never looks at retain_graph (a check "
+    "only you can make)",
+    "k_observed": "kept: could not tell (a __torch_function__ on the way sees the flag)",
     "why_unread": ": no later backward() or grad() walked this graph, but the code of this line "
     "cannot be read (compiled from a string, or its file changed or went away after it ran), so "
     "whether the flag is the literal True here cannot be seen",
@@ -545,6 +551,10 @@ ZH.update({
     "s_passed": "先留着；要检查这个参数，请在写 retain_graph=True 的那处调用直接调用 "
     "backward() 的情况下运行 retaincheck",
     "k_passed": "不改：无法判断（这里的参数不是字面量 True，它来自别的行）",
+    "why_observed": "。之后没有 backward() 或 grad() 遍历这张计算图，但这次调用经过了 "
+    "__torch_function__（张量子类的或 TorchFunctionMode 的），它能看到这个参数，也可能据此行事",
+    "s_observed": "先留着；除非那个 __torch_function__ 从不查看 retain_graph（这一点只有你能确认）",
+    "k_observed": "不改：无法判断（途经的 __torch_function__ 能看到这个参数）",
     "why_unread": "。之后没有 backward() 或 grad() 遍历这张计算图，但读不到这一行的代码（它由字符串"
     "编译而来，或者运行之后文件改了、不在了），看不出这里的参数是不是字面量 True",
     "s_unread": "先留着；要检查它，请把代码存进文件，再用 retaincheck 运行",
