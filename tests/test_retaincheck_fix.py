@@ -2017,3 +2017,25 @@ def test_a_rerun_that_hangs_is_stopped_and_proves_nothing(tmp_path, monkeypatch)
         status = main(["--fail-on-unneeded", "train.py"])
     assert status == 0 and time.monotonic() - start < 60, err.getvalue()
     assert "NOT proven: the rerun was still running after " in err.getvalue(), err.getvalue()
+
+
+@pytest.mark.proof
+def test_the_rerun_finds_a_site_of_a_script_run_by_a_relative_name(tmp_path):
+    """rev36a S-run: a launcher runs an experiment's script with os.chdir(exp) and
+    runpy.run_path("train.py"); the rerun resolved the relative name once, from the
+    launcher's folder, never met the site and proved nothing ("the rerun never ran")."""
+    (tmp_path / "exp1").mkdir()  # run first, under the same relative name
+    (tmp_path / "exp1" / "train.py").write_text(
+        "import torch\n\nw = torch.ones(3, requires_grad=True)\n(w * 2).sum().backward()\n")
+    (tmp_path / "exp2").mkdir()
+    (tmp_path / "exp2" / "train.py").write_text(
+        "import torch\n\nw = torch.ones(3, requires_grad=True)\n"
+        "torch.tanh(w).sum().backward(retain_graph=True)\nprint(w.grad)\n")
+    (tmp_path / "train.py").write_text(
+        "import os\nimport runpy\n\nroot = os.getcwd()\nfor exp in ('exp1', 'exp2'):\n"
+        "    os.chdir(exp)\n    runpy.run_path('train.py', run_name='__main__')\n"
+        "    os.chdir(root)\n")
+    proc = cli("--fail-on-unneeded", "train.py", cwd=tmp_path)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "exp2/train.py:4  torch.tanh(w).sum().backward(retain_graph=True)" in proc.stdout
+    assert "proven: the rerun exited 0 as the audited run did" in proc.stderr, proc.stderr

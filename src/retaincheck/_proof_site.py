@@ -571,8 +571,10 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
         while frame is not None:
             name = frame.f_code.co_filename
             path = real.get(name)
-            if path is None:
-                path = real[name] = os.path.realpath(name)
+            if path is None:  # (a relative name, from the folder now: rev36a S-run)
+                path = os.path.realpath(name)
+                if os.path.isabs(name):
+                    real[name] = path
             if frame.f_code.co_name == "__torch_function__":
                 pass  # a tensor subclass's, on the way from the site (as the audit names it)
             elif not path.startswith(torch_dir) and path != __file__:
