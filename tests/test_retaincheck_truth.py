@@ -681,19 +681,25 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
     assert site.unseen_calls[0].endswith("loop.py:8")
 
 
-def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path):
+@pytest.mark.parametrize("line", [
+    "run(); (probe * 2).sum().backward(retain_graph=True)",
+    "(probe * 2).sum().backward(run(), retain_graph=True)",
+    "run(create_graph=(probe * 2).sum().backward(retain_graph=True) is not None)",
+], ids=["beside", "inside", "around"])
+def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, line):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says
     neither backward nor grad) and a literal retain_graph=True call: the literal one was
     taken for the site's flag, and the partial's, written by the caller, went through as
-    "not needed". A call on the line that is neither inside nor around the literal one may be
-    the one that kept the graph."""
+    "not needed". rev36a F3: so it did inside or around the literal call. Each call of the
+    line that ran (Python says which, by its place in the line) must write the literal
+    True."""
     source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
               "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
               "probe = torch.ones(2, requires_grad=True)\n\n\n"
               "def make(retain_graph=False):\n    def step(loss):\n"
               "        run = functools.partial(loss.backward, None, retain_graph)\n"
-              "        run(); (probe * 2).sum().backward(retain_graph=True)\n"
+              f"        {line}\n"
               "        if not retain_graph:\n            opt.step()\n            opt.zero_grad()\n"
               "    return step\n\n\n"
               "more, last = make(retain_graph=True), make()\nlosses = []\nfor _ in range(3):\n"

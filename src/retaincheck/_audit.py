@@ -173,6 +173,12 @@ def _mark_passed_through(session: Session) -> None:
         calls = [] if tree is None else [
             n for n in ast.walk(tree) if isinstance(n, ast.Call)
             and n.lineno <= record.line <= (n.end_lineno or n.lineno)]
+        # the calls that ran, where Python said which (_hooks._position): those alone
+        ran = getattr(record, "_calls_at", None) or set()
+        exact = [c for c in calls if (c.lineno, c.end_lineno, c.col_offset, c.end_col_offset)
+                 in ran]
+        if exact and len(exact) == len(ran - {None}):
+            calls = exact
         if not calls:
             # code compiled from a string (exec), a file gone or changed since it ran: what
             # the line writes cannot be seen, so whether the flag is the literal True cannot
@@ -195,9 +201,14 @@ def _mark_passed_through(session: Session) -> None:
         # another call on the line, neither inside a starter nor around one, may be the one
         # that kept the graph (a partial or operator.methodcaller named otherwise: rev35a A3,
         # rev35b NEW-2: `bw(loss); other.backward(retain_graph=True)`)
-        inside = {id(n) for s in starters for n in ast.walk(s)}
-        around = {id(c) for c in calls if any(s is not c and s in ast.walk(c) for s in starters)}
-        implied = implied or any(id(c) not in inside and id(c) not in around for c in calls)
+        if calls is exact:  # each call that ran must write the literal True itself
+            implied = not all(_starts_a_pass(c) and _literal_flag(c) for c in exact)
+        else:
+            inside = {id(n) for s in starters for n in ast.walk(s)}
+            around = {id(c) for c in calls
+                      if any(s is not c and s in ast.walk(c) for s in starters)}
+            implied = implied or any(id(c) not in inside and id(c) not in around
+                                     for c in calls)
         if ((splat and not written) or named or implied
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True

@@ -241,6 +241,7 @@ class Session:
         self.sites: dict = {}  # (file, code object, line) -> its site
         self.originals: dict[str, object] = {}
         self.wrappers: dict[str, object] = {}  # what install() put in their place
+        self.positions: dict = {}  # (code, instruction) -> where in its file that call is
         ag = torch.autograd
         # the frames between a caller and the engine, by file and name: torch.autograd.grad
         # may be another function now (a spy, or an earlier audit's wrapper left inside one)
@@ -667,6 +668,14 @@ class Session:
             record = self.records[key]  # same site without retain: still a later run of it
         if retaining and observed:
             record._observed = True  # (_audit._mark_passed_through)
+        if retaining and frame is not None:
+            # the call on the line that ran (where Python keeps positions: 3.11 on), by its
+            # place in the line: _audit._mark_passed_through looks at that call alone
+            # (rev36a F3: a methodcaller-bound flag inside a literal call on the same line)
+            at = self.positions.get((frame.f_code, frame.f_lasti))
+            if at is None:
+                at = self.positions[(frame.f_code, frame.f_lasti)] = _position(frame)
+            record.__dict__.setdefault("_calls_at", set()).add(at)
         if retaining and shape not in record._shapes:
             record._shapes.add(shape)
             record._frames.update(lines)  # each function on the way to it: _untaken
@@ -1037,6 +1046,20 @@ def _without_comment(line: str) -> str:
     except (tokenize.TokenError, SyntaxError):
         pass
     return line.strip()
+
+
+def _position(frame) -> tuple | None:
+    """(line, end line, column, end column) of the instruction a frame is at (the call it
+    makes), from ``co_positions`` (Python 3.11 on: one entry per 2-byte code unit); None
+    where Python does not keep them."""
+    try:
+        positions = frame.f_code.co_positions()
+    except AttributeError:
+        return None
+    import itertools
+
+    at = next(itertools.islice(positions, frame.f_lasti // 2, None), None)
+    return at if at is not None and None not in at else None
 
 
 def _display_path(filename: str, start: str) -> str:
