@@ -770,3 +770,27 @@ def test_a_script_run_by_a_relative_name_from_another_folder_is_read(tmp_path, m
         os.chdir(tmp_path)
     (call,) = report.calls
     assert (call.file, call.verdict) == ("exp2/train.py", "not needed"), report.format()
+
+
+def test_a_relative_code_file_name_is_the_file_that_compiles_to_the_code(tmp_path,
+                                                                         monkeypatch):
+    """rev36a F5: runpy.run_path("main.py") runs a script that moves into its run folder,
+    which holds an older main.py whose site line is a literal True; the relative name, taken
+    from the folder at the call, named and read that copy: "not needed", and --fix rewrote
+    it. The file meant is the one whose text compiles to the code that ran."""
+    import runpy
+
+    script = ("import os\n\nimport torch\n\nos.chdir('run')\n"
+              "keep = True\nw = torch.ones(3, requires_grad=True)\n"
+              "torch.tanh(w).sum().backward(retain_graph=keep)\n")
+    (tmp_path / "main.py").write_text(script)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "main.py").write_text(script.replace("retain_graph=keep",
+                                                             "retain_graph=True"))
+    monkeypatch.chdir(tmp_path)
+    with retaincheck.audit() as report:
+        runpy.run_path("main.py", run_name="__main__")
+    (call,) = report.calls
+    assert (call.file, call.code) == ("main.py", "torch.tanh(w).sum().backward(retain_graph=keep)")
+    assert (call.verdict, call.passed_through) == ("could not tell: kept", True), \
+        report.format()

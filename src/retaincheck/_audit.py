@@ -146,6 +146,9 @@ def _mark_passed_through(session: Session) -> None:
         source = getattr(record, "_source", None)
         if record.needed or record.history_leak:
             continue
+        if getattr(record, "_unread", False):  # (its file could not be told: _hooks._resolve)
+            record.passed_through = True
+            continue
         if getattr(record, "_observed", False):
             # a __torch_function__ on the way saw the flag: the program may act on it
             # (rev36a F1, F2), which turning graph-keeping off at run time would not show

@@ -654,11 +654,21 @@ class Session:
                         record = CallRecord(key[0], key[1], function, code, kind)
                         # the code's own file name, for the proof; a relative one from here (a
                         # launcher's os.chdir(exp); runpy.run_path("train.py"): rev35a S2)
-                        record._source = filename if filename.startswith("<") or (
-                            os.path.isabs(filename)) else os.path.abspath(filename)
+                        record._source = filename
+                        if not filename.startswith("<") and not os.path.isabs(filename):
+                            record._source = _resolve(filename, frame.f_code, self.start_dir)
+                            if record._source is None:  # (_audit._mark_passed_through)
+                                record._source = os.path.abspath(filename)
+                                record._unread = True
+                            elif record._source != os.path.abspath(filename):  # named so
+                                record.file = _display_path(record._source, self.start_dir)
                         # its text as Python had it while it ran: a notebook cell's or a
                         # doctest example's lives in linecache only (_mark_passed_through)
-                        record._lines = linecache.getlines(filename, scope)
+                        read = filename if record._source.startswith("<") or getattr(
+                            record, "_unread", False) else record._source
+                        record._lines = linecache.getlines(read, scope)
+                        if read != filename:  # the line shown: from the file that ran
+                            record.code = _without_comment(linecache.getline(read, key[1]))
                         record._frames = set()  # (file, line) on its stacks: _untaken
                         record._shapes = set()
                         self.records[key] = record
@@ -1046,6 +1056,36 @@ def _without_comment(line: str) -> str:
     except (tokenize.TokenError, SyntaxError):
         pass
     return line.strip()
+
+
+def _resolve(name: str, code, start: str) -> str | None:
+    """The file a relative code file name is, from the folder now or the one the run started
+    in: the one whose text compiles to this code (rev36a F5: a script run by
+    runpy.run_path("main.py") that then moved into a folder holding an older main.py; S2: a
+    launcher that moved first). None when it cannot be told."""
+    found = {}
+    for path in dict.fromkeys((os.path.abspath(name), os.path.join(start, name))):
+        try:
+            with open(path, "rb") as f:
+                found[path] = f.read()
+        except OSError:
+            continue
+    if len(set(found.values())) <= 1:
+        return next(iter(found), None)
+    want = (code.co_name, code.co_firstlineno, code.co_code)
+    matches = []
+    for path, text in found.items():
+        try:
+            todo = [compile(text, name, "exec", dont_inherit=True)]
+        except (SyntaxError, ValueError):
+            continue
+        while todo:
+            c = todo.pop()
+            if (c.co_name, c.co_firstlineno, c.co_code) == want:
+                matches.append(path)
+                break
+            todo.extend(k for k in c.co_consts if hasattr(k, "co_code"))
+    return matches[0] if len(matches) == 1 else None
 
 
 def _position(frame) -> tuple | None:
