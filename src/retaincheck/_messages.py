@@ -427,7 +427,8 @@ ZH: dict[str, str] = {
     "by_rerun_many": "去掉全部 {n} 处 retain_graph=True 后的重新运行（它失败了）",
     "proof_distributed": "分布式运行（WORLD_SIZE > 1）中的单个进程无法单独重新运行",
     "proof_no_start": "无法启动重新运行（{error}）",
-    "proof_timeout": "重新运行过了 {seconds} 秒（受检查的那次运行用时的十倍，至少一分钟）还没结束，已被停止",
+    "proof_timeout": "重新运行过了 {seconds} 秒（受检查的那次运行用时的十倍，至少一分钟）"
+    "还没结束，已被停止",
     "proof_failed": "重新运行失败（退出状态 {status}）：{error}",
     "proof_status": "重新运行的退出状态是 {status}，受检查的那次是 {audited}：{error}",
     "proof_caught": "重新运行时抛出了计算图已释放的错误，被程序自己捕获：{error}",
