@@ -91,6 +91,7 @@ def test_fix_shows_a_diff_and_changes_nothing(tmp_path):
     _assert_the_diff(diff)
 
 
+@pytest.mark.proof  # three command-line runs (5-9 s); the page's fix_example.py does one
 def test_fix_write_keeps_formatting_and_the_gradients(tmp_path):
     """The default run's end-to-end --fix --write: proven by a rerun, then written."""
     script = _copy(tmp_path)
