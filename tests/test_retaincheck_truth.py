@@ -10,6 +10,9 @@ where the flag is needed must never happen.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -431,6 +434,21 @@ result = losses
 """
 
 
+@contextlib.contextmanager
+def _imported(monkeypatch, folder: Path, name: str):
+    """``name`` imported from ``folder`` (a folder or a zip on sys.path), in sys.modules while
+    the block runs, as a helper the program imported is; gone after, with its package's other
+    modules, so that no later test's audit searches it."""
+    monkeypatch.syspath_prepend(str(folder))
+    importlib.invalidate_caches()
+    try:
+        yield importlib.import_module(name)
+    finally:
+        top = name.split(".")[0]
+        for key in [k for k in sys.modules if k == top or k.startswith(top + ".")]:
+            del sys.modules[key]
+
+
 def _kept_though_it_matters(path: Path, source: str):
     """Write ``source``, show that removing its one retain_graph=True changes the results (the
     truth), and that its one site is "could not tell: kept" as written elsewhere; the site."""
@@ -591,8 +609,6 @@ def test_a_read_in_a_file_python_reads_its_own_way_is_found(tmp_path, monkeypatc
     byte-order mark, in a latin-1 file that declares it, or imported from a zip, was never
     searched (the file did not parse as UTF-8, or could not be opened), and the literal site
     was "not needed"; without its flag the read raises."""
-    import importlib
-    import sys
     import zipfile
 
     helper = "def peek(t):\n    return t.grad_fn._saved_result\n"
@@ -605,13 +621,9 @@ def test_a_read_in_a_file_python_reads_its_own_way_is_found(tmp_path, monkeypatc
     else:
         with zipfile.ZipFile(tmp_path / "tools.zip", "w") as archive:
             archive.writestr(f"{name}.py", helper)
-    monkeypatch.syspath_prepend(str(tmp_path / "tools.zip") if form == "zip" else str(tmp_path))
-    importlib.invalidate_caches()
-    module = importlib.import_module(name)
-    try:  # (in sys.modules while audited, as an imported helper is; gone after, for the others)
+    folder = tmp_path / "tools.zip" if form == "zip" else tmp_path
+    with _imported(monkeypatch, folder, name) as module:
         _found_though_it_matters(tmp_path, module)
-    finally:
-        sys.modules.pop(name, None)
 
 
 def _found_though_it_matters(tmp_path, module):
@@ -646,8 +658,6 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
     module (core.py) for a backward() in another (loop.py) that runs only with an auxiliary
     loss; without it the run said "not needed" and the gate exited 6, as only the program's
     own functions were searched for calls that did not run."""
-    import importlib
-    import sys
 
     from retaincheck import _reads
 
@@ -661,10 +671,7 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
         "        aux(loss).backward()\n    return w.grad\n\n\nimport torch\n")
     for name in ("__init__.py", "core.py", "loop.py"):  # as this interpreter's site-packages
         monkeypatch.setitem(_reads._kinds, str(lib / name), 1)
-    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
-    importlib.invalidate_caches()
-    loop = importlib.import_module("trainlib_k3.loop")
-    try:
+    with _imported(monkeypatch, tmp_path / "lib", "trainlib_k3.loop") as loop:
         w = torch.ones(3, requires_grad=True)
         with retaincheck.audit() as report:
             loop.fit_step(w)
@@ -673,9 +680,6 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
         monkeypatch.setattr(loop, "backward_keep", lambda loss: loss.backward())
         with pytest.raises(RuntimeError, match="backward through the graph a second time"):
             loop.fit_step(torch.ones(3, requires_grad=True), aux=lambda loss: loss * 0.5)
-    finally:
-        for name in ("trainlib_k3", "trainlib_k3.core", "trainlib_k3.loop"):
-            sys.modules.pop(name, None)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
     assert site.unseen_calls[0].endswith("loop.py:8")
@@ -723,8 +727,6 @@ def test_a_site_in_a_module_imported_from_a_zip_is_read_through_its_loader(tmp_p
     read ("could not tell", with no code shown), nor could the module be searched for a
     backward() that did not run. Its source comes from its loader, as Python's tracebacks
     get it."""
-    import importlib
-    import sys
     import zipfile
 
     with zipfile.ZipFile(tmp_path / "helpers.zip", "w") as archive:
@@ -732,17 +734,12 @@ def test_a_site_in_a_module_imported_from_a_zip_is_read_through_its_loader(tmp_p
             "def plain(loss):\n    loss.backward(retain_graph=True)\n\n\n"
             "def periodic(loss, step):\n    loss.backward(retain_graph=True)\n"
             "    if step % 50 == 49:\n        loss.backward()\n"))
-    monkeypatch.syspath_prepend(str(tmp_path / "helpers.zip"))
-    importlib.invalidate_caches()
-    steps = importlib.import_module("zipped_steps")
-    try:
+    with _imported(monkeypatch, tmp_path / "helpers.zip", "zipped_steps") as steps:
         w = torch.ones(3, requires_grad=True)
         with retaincheck.audit() as report:
             for step in range(3):
                 steps.plain(torch.tanh(w).sum())
                 steps.periodic(torch.sigmoid(w).sum(), step)
-    finally:
-        sys.modules.pop("zipped_steps", None)
     plain, periodic = report.calls
     assert (plain.code, plain.verdict) == ("loss.backward(retain_graph=True)", "not needed"), \
         report.format()

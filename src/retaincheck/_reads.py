@@ -413,11 +413,6 @@ def _stdlib(name: str) -> bool:
     return real.startswith(_dirs[2]) and not real.startswith(_dirs[0] + _dirs[1])
 
 
-def _python_file(path: str) -> bool:
-    """Whether the search can read the file as Python (a Markdown file cannot)."""
-    return _tree(path, compiled=False) is not None
-
-
 def reads_in(filenames, before=None) -> list[str]:
     """``file:line`` of each read of a saved tensor in the files given, in the files of every
     module of the user's own (outside the standard library and site-packages: a helper that
