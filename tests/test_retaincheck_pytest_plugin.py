@@ -209,6 +209,45 @@ def test_a_site_in_code_with_no_file_is_never_a_6(pytester, monkeypatch):
     )
 
 
+PARAMETRIZED = """
+import pytest
+import torch
+
+
+def twice(loss):
+    loss.backward()
+
+
+@pytest.mark.parametrize("then", [id, twice])
+def test_steps(then):
+    w = torch.ones(2, requires_grad=True)
+    loss = (w * w).sum()
+    loss.backward(retain_graph=True)
+    then(loss)
+"""
+
+
+def test_a_deselected_test_keeps_every_site_it_may_reach(project):
+    """rev35b NEW-6: a helper that only a deselected test (``-m "not slow"``) needs the flag
+    for looked not needed in the tests that ran. A site in a helper, or in a test function
+    that a deselected test also runs (another parameter), is kept; one in the body of a test
+    that ran, which nothing deselected runs, is still listed."""
+    result = run(project, "--retaincheck", "-k", "not two_losses")
+    result.assert_outcomes(passed=2, deselected=1)
+    why = "could not tell (1 deselected test(s) did not run, and may reach this line)"
+    assert section(result) == [
+        "1 retain_graph=True call site not needed (2 tests audited, 1 deselected, "
+        "2 backward()/grad() calls seen):",
+        *EXPECTED[-3:],
+        f"kept, not listed: helpers.py:9: {why}",
+    ]
+    project.makepyfile(test_steps=PARAMETRIZED)
+    result = run(project, "--retaincheck", "test_steps.py", "--deselect",
+                 "test_steps.py::test_steps[twice]")
+    result.assert_outcomes(passed=1, deselected=1)
+    assert section(result)[1:] == [f"kept, not listed: test_steps.py:13: {why}"]
+
+
 def test_a_site_needed_by_one_test_is_never_reported(project):
     """one_loss's retain is not needed in test_one_loss; when another test needs it, it is
     not listed (removing it would break that test)."""

@@ -235,6 +235,36 @@ class _Gate:
         self.auditor.gate(session)
 
 
+def _test_code(item):
+    """The code of a test item's function (its undecorated one), or None."""
+    import inspect
+
+    function = getattr(item, "function", None) or getattr(item, "obj", None)
+    try:
+        return inspect.unwrap(function).__code__
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _own_lines(item, real: tuple[str, int] | None, deselected: set) -> bool:
+    """Whether a call at ``real`` (real path, line) lies in the body of ``item``'s own test
+    function (a function nested in it included), which no deselected test runs: only then
+    can no test that did not run reach it."""
+    import types
+
+    code = _test_code(item)
+    if real is None or code is None or code in deselected:
+        return False
+    if os.path.realpath(code.co_filename) != real[0]:
+        return False
+    codes, lines = [code], set()
+    while codes:
+        c = codes.pop()
+        lines.update(line for *_, line in c.co_lines() if line)
+        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return real[1] in lines
+
+
 def _why_kept(call: dict, lang: str) -> str:
     """Why a test could not tell about a site, from its report's fields, as --fix says it
     ("could not tell (...)", without the leading "kept")."""
@@ -344,6 +374,10 @@ class _Plugin:
         self.pending: list = []  # (node ref, site keys) of the last test, looked at by the next
         self.looked: list = []  # its sites found outlived at the end of its protocol
         self.outlived: set[str] = set()  # sites whose kept graph outlived the test
+        # tests deselected (-m, -k, --deselect): in this process, and the most an xdist
+        # worker reported; the code of their functions (rev35b NEW-6)
+        self.deselected = 0
+        self.deselected_codes: set = set()
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
         self.before = self.env = self.start = None
@@ -361,6 +395,13 @@ class _Plugin:
                                                                 "fds": sorted(open_fds())}
 
     # -- in the process that runs the test (a worker under xdist) ---------------------------
+    def pytest_deselected(self, items):
+        """A deselected test does not run: a helper that it alone needs the flag for looks not
+        needed in the tests that ran (rev35b NEW-6, ``-m "not slow"``). Its function's code is
+        kept, for ``_own_lines``."""
+        self.deselected += len(items)
+        self.deselected_codes.update(c for c in map(_test_code, items) if c is not None)
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item):
         item.stash[_OUTCOMES] = {}
@@ -450,6 +491,12 @@ class _Plugin:
                 "backward_calls": getattr(report, "backward_calls", 0) if report is not None else 0,
                 "outlived": item.stash.get(_OUTLIVED, []),
                 "ran": "call" in outcomes,
+                "deselected": self.deselected,
+                # a call in a helper (not in this test function's own body, or in one that a
+                # deselected test also runs) may be needed by a test that did not run
+                "apart": [not _own_lines(item, r, self.deselected_codes)
+                          for r in (real_line(c) for c in report.calls)]
+                if report is not None and self.deselected else [],
             }
             rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
         return rep
@@ -468,15 +515,21 @@ class _Plugin:
                 self.unaudited.append(report.nodeid)
             return
         self.audited += data.get("ran", True)  # a test skipped in its setup ran nothing (N5)
+        self.deselected = max(self.deselected, data.get("deselected", 0))  # xdist: a worker's
+        apart = data.get("apart") or [False] * len(data["calls"])
         self.calls += data.get("backward_calls", 0)
-        for call, real in zip(data["calls"], data.get("real", [None] * len(data["calls"])),
-                              strict=True):
+        for call, real, away in zip(data["calls"], data.get("real", [None] * len(data["calls"])),
+                                    apart, strict=True):
             site = self.sites.setdefault(
                 _site_name(call["file"], call["line"], real, self.root),
                 {"code": call["code"], "needed": False, "unneeded_in": [], "bytes": 0,
                  "real": set()},
             )
             site["real"].add(tuple(real) if real else None)
+            if away and call["verdict"] == "not needed":  # rev35b NEW-6: see "apart"
+                call = {**call, "verdict": "could not tell: kept"}
+                site.setdefault("unsure", message("p_why_deselected", self.lang,
+                                                  n=data["deselected"]))
             if call["verdict"] == "could not tell: kept" and not call["needed"]:
                 site.setdefault("unsure", _why_kept(call, self.lang))  # said (rev34b F7)
             else:
@@ -640,6 +693,8 @@ class _Plugin:
         tr.write_sep("=", "retaincheck")
         unneeded = self.unneeded()
         n_tests = m("p_tests_one" if self.audited == 1 else "p_tests_many", n=self.audited)
+        if self.deselected:
+            n_tests += m("p_deselected", n=self.deselected)
         n_tests += m("p_calls_one" if self.calls == 1 else "p_calls_many", n=self.calls)
         proof = self.proof
         refuted = proof is not None and not proof.proven and proof.ran
