@@ -333,7 +333,43 @@ def test_a_graph_that_outlives_its_test_is_never_reported(pytester, monkeypatch)
     assert listed == ["test_shared.py:25  own_loss.backward(retain_graph=True)"], result.outlines
     assert section(result)[-1] == (  # said, not dropped silently (rev29b N-n03)
         "kept, not listed: test_shared.py:12: looked not needed, but the graph outlived its test "
-        "(a fixture of wider scope or a global held it), and a later test may walk it unseen")
+        "(a fixture of wider scope, a global, or an attribute of the test's class instance, "
+        "which pytest keeps to the session's end, held it), and a later test may walk it unseen")
+
+
+CLASSES = """import torch
+
+
+class TestKept:
+    def setup_method(self):
+        self.loss = torch.ones(3, requires_grad=True).tanh().sum()
+
+    def test_grad(self):
+        self.loss.backward(retain_graph=True)
+
+
+class TestDropped(TestKept):
+    def teardown_method(self):
+        del self.loss
+
+    def test_grad(self):
+        self.loss.backward(retain_graph=True)
+"""
+
+
+def test_a_graph_kept_on_a_test_class_instance_outlives_its_test(pytester, monkeypatch):
+    """rev34b F10: pytest keeps each test's class instance to the session's end, so a graph on
+    ``self`` outlives its test and is not listed; the docs' advice, ``del self.loss`` in
+    ``teardown_method``, gets the site listed."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_classes=CLASSES)
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=2)
+    lines = section(result)
+    assert [line for line in lines if line.startswith("test_classes.py:")] == [
+        "test_classes.py:17  self.loss.backward(retain_graph=True)"]
+    assert lines[-1].startswith("kept, not listed: test_classes.py:9: looked not needed, but "
+                                "the graph outlived its test"), lines
 
 
 def test_an_unknown_language_is_one_line_and_a_usage_error(pytester, monkeypatch):

@@ -114,7 +114,8 @@ EN: dict[str, str] = {
     "p_unaudited": "not audited (another retaincheck.audit() was active): {n} test(s); mark "
     "them @pytest.mark.no_retaincheck",
     "p_outlived": "kept, not listed: {sites}: looked not needed, but the graph outlived its "
-    "test (a fixture of wider scope or a global held it), and a later test may walk it unseen",
+    "test (a fixture of wider scope, a global, or an attribute of the test's class instance, "
+    "which pytest keeps to the session's end, held it), and a later test may walk it unseen",
     "p_unsure": "kept, not listed: {site}: {why}",
     "p_unsure_more": "kept, not listed: {n} more sites that could not tell",
     # suggestions (_suggest.suggestion)
@@ -331,7 +332,8 @@ ZH: dict[str, str] = {
     "p_unaudited": "未检查（已有另一个 retaincheck.audit() 在运行）：{n} 个测试；"
     "请给它们加上 @pytest.mark.no_retaincheck",
     "p_outlived": "保留，未列出：{sites}：看起来不需要，但计算图在测试结束后还活着"
-    "（被作用域更大的 fixture 或全局变量引用着），后面的测试可能再次遍历它，而检查看不到",
+    "（被作用域更大的 fixture、全局变量，或测试类实例的属性引用着；"
+    "pytest 会把测试类实例一直留到会话结束），后面的测试可能再次遍历它，而检查看不到",
     "p_unsure": "保留，未列出：{site}：{why}",
     "p_unsure_more": "保留，未列出：另有 {n} 处无法判断",
     "s_did_not_complete": "调用在返回前抛出了异常，无法对它下结论：先修好这个错误，"
