@@ -794,3 +794,15 @@ def test_a_relative_code_file_name_is_the_file_that_compiles_to_the_code(tmp_pat
     assert (call.file, call.code) == ("main.py", "torch.tanh(w).sum().backward(retain_graph=keep)")
     assert (call.verdict, call.passed_through) == ("could not tell: kept", True), \
         report.format()
+    # rev37a G3: a launcher that moved into exp/ first leaves one file the name could be, the
+    # copy in exp/run/, which never ran: it too must compile to the code that ran
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp").mkdir()
+    for name in ("main.py", "run"):
+        os.rename(tmp_path / name, tmp_path / "exp" / name)
+    with retaincheck.audit() as report:
+        os.chdir("exp")
+        runpy.run_path("main.py", run_name="__main__")
+    (call,) = report.calls
+    assert (call.verdict, call.passed_through) == ("could not tell: kept", True), \
+        report.format()

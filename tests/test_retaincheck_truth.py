@@ -685,19 +685,27 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
     assert site.unseen_calls[0].endswith("loop.py:8")
 
 
+@pytest.mark.parametrize("positions", [True, False], ids=["positions", "no_debug_ranges"])
 @pytest.mark.parametrize("line", [
     "run(); (probe * 2).sum().backward(retain_graph=True)",
     "(probe * 2).sum().backward(run(), retain_graph=True)",
     "run(create_graph=(probe * 2).sum().backward(retain_graph=True) is not None)",
-], ids=["beside", "inside", "around"])
-def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, line):
+    "for _ in itertools.starmap(run, [()]): (probe * 2).sum().backward(retain_graph=True)",
+], ids=["beside", "inside", "around", "for_map"])
+def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, monkeypatch,
+                                                                         line, positions):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says
     neither backward nor grad) and a literal retain_graph=True call: the literal one was
     taken for the site's flag, and the partial's, written by the caller, went through as
     "not needed". rev36a F3: so it did inside or around the literal call. Each call of the
     line that ran (Python says which, by its place in the line) must write the literal
-    True."""
-    source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
+    True. rev37a G1: the instruction that ran may be no call (a for loop over a map); G2:
+    where Python keeps no positions (-X no_debug_ranges), every call of the line must."""
+    from retaincheck import _hooks
+
+    if not positions:
+        monkeypatch.setattr(_hooks, "_position", lambda frame: None)
+    source = ("import functools\nimport itertools\n\nimport torch\n\ntorch.manual_seed(0)\n"
               "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
               "probe = torch.ones(2, requires_grad=True)\n\n\n"

@@ -180,38 +180,35 @@ def _mark_passed_through(session: Session) -> None:
         ran = getattr(record, "_calls_at", None) or set()
         exact = [c for c in calls if (c.lineno, c.end_lineno, c.col_offset, c.end_col_offset)
                  in ran]
-        if exact and len(exact) == len(ran - {None}):
-            calls = exact
         if not calls:
             # code compiled from a string (exec), a file gone or changed since it ran: what
             # the line writes cannot be seen, so whether the flag is the literal True cannot
             record.passed_through = record._unread = True
             continue
+        if len(exact) != len(ran - {None}):
+            # an instruction that ran is no call of the line: a for loop over a map of
+            # methodcallers, a subscript of a defaultdict of partials (rev37a G1): what
+            # it called, and with which flag, cannot be seen
+            record.passed_through = True
+            continue
+        if exact and None not in ran:
+            calls = exact
         written = any(k.arg == "retain_graph" for c in calls for k in c.keywords)
         splat = any(k.arg is None for c in calls for k in c.keywords) or any(
             isinstance(a, ast.Starred) for c in calls for a in c.args)
         named = any(k.arg == "retain_graph" and not (
             isinstance(k.value, ast.Constant) and k.value.value is True)
             for c in calls for k in c.keywords)
-        # each call on the line that may start the pass must write its flag as a literal True
-        # (by keyword, by position, or as create_graph=True, which it defaults to); else it is
-        # positional (rev33 H1: loss.backward(None, retain_graph)) or bound elsewhere (rev33
-        # H3: a partial's, also called with create_graph=: rev34a J1, rev34b F1, F3). A
-        # literal True of another parameter or call on the line does not count (rev34a J2,
-        # J2b: out.norm(2, 1, True); autograd.grad's only_inputs)
-        starters = [c for c in calls if _starts_a_pass(c)]
-        implied = not starters or not all(_literal_flag(c) for c in starters)
-        # another call on the line, neither inside a starter nor around one, may be the one
-        # that kept the graph (a partial or operator.methodcaller named otherwise: rev35a A3,
-        # rev35b NEW-2: `bw(loss); other.backward(retain_graph=True)`)
-        if calls is exact:  # each call that ran must write the literal True itself
-            implied = not all(_starts_a_pass(c) and _literal_flag(c) for c in exact)
-        else:
-            inside = {id(n) for s in starters for n in ast.walk(s)}
-            around = {id(c) for c in calls
-                      if any(s is not c and s in ast.walk(c) for s in starters)}
-            implied = implied or any(id(c) not in inside and id(c) not in around
-                                     for c in calls)
+        # Each call that ran must start a pass and write its flag as the literal True, by
+        # keyword or at its position; else it is positional (rev33 H1: loss.backward(None,
+        # retain_graph)) or bound elsewhere (rev33 H3: a partial's, also called with
+        # create_graph=: rev34a J1, rev34b F1, F3); a literal True of another parameter does
+        # not count (rev34a J2, J2b: out.norm(2, 1, True); autograd.grad's only_inputs).
+        # Where Python does not say which call of the line ran (before 3.11, or under -X
+        # no_debug_ranges), every call of the line must: one beside, inside or around the
+        # literal call may be the one that kept the graph (rev35a A3, rev35b NEW-2, rev36a
+        # F3: a partial or operator.methodcaller named otherwise; rev37a G2)
+        implied = not all(_starts_a_pass(c) and _literal_flag(c) for c in calls)
         if ((splat and not written) or named or implied
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True

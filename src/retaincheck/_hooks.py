@@ -1062,7 +1062,8 @@ def _resolve(name: str, code, start: str) -> str | None:
     """The file a relative code file name is, from the folder now or the one the run started
     in: the one whose text compiles to this code (rev36a F5: a script run by
     runpy.run_path("main.py") that then moved into a folder holding an older main.py; S2: a
-    launcher that moved first). None when it cannot be told."""
+    launcher that moved first). None when it cannot be told: none of them, or more than
+    one, is that file."""
     found = {}
     for path in dict.fromkeys((os.path.abspath(name), os.path.join(start, name))):
         try:
@@ -1070,8 +1071,6 @@ def _resolve(name: str, code, start: str) -> str | None:
                 found[path] = f.read()
         except OSError:
             continue
-    if len(set(found.values())) <= 1:
-        return next(iter(found), None)
     want = (code.co_name, code.co_firstlineno, code.co_code)
     matches = []
     for path, text in found.items():
@@ -1085,6 +1084,9 @@ def _resolve(name: str, code, start: str) -> str | None:
                 matches.append(path)
                 break
             todo.extend(k for k in c.co_consts if hasattr(k, "co_code"))
+    # one file, or several with one text, is still checked: a launcher that moved into exp/
+    # before runpy.run_path("main.py"), whose main.py then moved into a folder holding an
+    # older copy, left one candidate, the copy, which never ran (rev37a G3)
     return matches[0] if len(matches) == 1 else None
 
 
