@@ -525,9 +525,12 @@ def test_a_flag_not_written_at_the_site_is_never_not_needed(tmp_path, shape):
     "        gs = grad(list(model.parameters()), None, retain_graph, True)\n"
     "        for p, g in zip(model.parameters(), gs):\n"
     "            p.grad = g.detach() if p.grad is None else p.grad + g.detach()",
+    "objective = lambda: None\n"
+    "        objective.backward = functools.partial(torch.autograd.backward, loss, None)\n"
+    "        objective.backward(retain_graph, True)",
 ], ids=["positional", "split-over-lines", "partial", "partial-create-graph",
         "another-literal-true", "grad-positional", "partial-create-graph-true",
-        "partial-shifts-positions"])
+        "partial-shifts-positions", "attribute-partial"])
 def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, call):
     """rev33 H1, H2, H3: the rule for a flag that is not the literal True looked only at the
     retain_graph= keywords of calls starting on the running line: a positional flag, a call
@@ -536,7 +539,8 @@ def test_a_flag_not_written_where_the_call_runs_is_never_not_needed(tmp_path, ca
     rev34a J1, J2, J2b, rev34b F1-F3: then a create_graph= at the call let a partial's flag
     through, and any literal True on the line (keepdim, only_inputs) a positional one;
     rev35a A1, rev35b NEW-1: a create_graph=True at the call still did; rev36b F1: a
-    partial that binds the loss shifts the positions (the True there is create_graph)."""
+    partial that binds the loss shifts the positions (the True there is create_graph);
+    rev37a G5, rev37b G1: so does one stored as an attribute named backward."""
     source = ("import functools\n\nimport torch\n\ntorch.manual_seed(0)\n"
               "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
@@ -592,15 +596,19 @@ def test_code_python_keeps_in_linecache_is_read_as_a_file_is(tmp_path):
     "torch.autograd.backward(loss, None, True)",
     "torch.autograd.grad(loss, w, None, True)",
 ])
-def test_a_literal_true_in_the_flags_own_place_keeps_its_verdict(tmp_path, call):
-    """The other side of the rule above: a literal True at retain_graph's position is written
-    at the site, and nothing walks this graph again: "not needed", not "could not tell"."""
+def test_a_literal_true_by_position_could_be_another_parameter(tmp_path, call):
+    """rev37a G5, rev37b G1: a True at retain_graph's position in ``x.backward(...)`` was taken
+    for the flag, but ``x.backward`` may be a partial of ``torch.autograd.backward`` or
+    ``grad`` with arguments bound before it, which shifts the True to create_graph or
+    only_inputs while the caller's flag is bound: only ``retain_graph=True`` by keyword is
+    the flag, whatever was bound. So a positional True is "could not tell", even here where
+    it is the real thing."""
     path = tmp_path / "literal.py"
     path.write_text("import torch\n\nw = torch.ones(3, requires_grad=True)\n"
                     f"loss = (w * w).sum()\n{call}\nresult = [w.grad]\n")
     _, report = run_fixture(path, audited=True)
     (site,) = report.calls
-    assert (site.verdict, site.passed_through) == ("not needed", False), report.format()
+    assert (site.verdict, site.passed_through) == (COULD_NOT_TELL, True), report.format()
 
 
 @pytest.mark.parametrize("form", ["bom", "latin-1", "zip"])

@@ -199,9 +199,9 @@ def _mark_passed_through(session: Session) -> None:
         named = any(k.arg == "retain_graph" and not (
             isinstance(k.value, ast.Constant) and k.value.value is True)
             for c in calls for k in c.keywords)
-        # Each call that ran must start a pass and write its flag as the literal True, by
-        # keyword or at its position; else it is positional (rev33 H1: loss.backward(None,
-        # retain_graph)) or bound elsewhere (rev33 H3: a partial's, also called with
+        # Each call that ran must start a pass and write retain_graph=True; else it is
+        # positional (rev33 H1: loss.backward(None, retain_graph); rev37a G5: a True by
+        # position) or bound elsewhere (rev33 H3: a partial's, also called with
         # create_graph=: rev34a J1, rev34b F1, F3); a literal True of another parameter does
         # not count (rev34a J2, J2b: out.norm(2, 1, True); autograd.grad's only_inputs).
         # Where Python does not say which call of the line ran (before 3.11, or under -X
@@ -212,12 +212,6 @@ def _mark_passed_through(session: Session) -> None:
         if ((splat and not written) or named or implied
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
-
-
-# the position of retain_graph in the calls that start a pass: Tensor.backward(gradient,
-# retain_graph, ...), torch.autograd.backward(tensors, grad_tensors, retain_graph, ...),
-# torch.autograd.grad(outputs, inputs, grad_outputs, retain_graph, ...)
-_FLAG_AT = {"method": 1, "backward": 2, "grad": 3}
 
 
 def _starts_a_pass(call) -> bool:
@@ -234,29 +228,17 @@ def _starts_a_pass(call) -> bool:
 
 
 def _literal_flag(call) -> bool:
-    """Whether the call writes its retain flag as the literal True: ``retain_graph=True``, or
-    True at retain_graph's position in ``Tensor.backward``, ``torch.autograd.backward`` or
-    ``torch.autograd.grad``. Not ``create_graph=True``: a site is a call that gave
-    retain_graph itself, and the flag it gave came from elsewhere (rev35a A1, rev35b NEW-1:
-    a partial's, a positional name, with create_graph=True at the call)."""
+    """Whether the call writes ``retain_graph=True``, by keyword. Not ``create_graph=True``: a
+    site is a call that gave retain_graph itself, and the flag it gave came from elsewhere
+    (rev35a A1, rev35b NEW-1: a partial's, a positional name, with create_graph=True at the
+    call). Not a True by position either: what is called may be a partial with arguments
+    bound before it (rev36b F1: a bare name; rev37a G5, rev37b G1: ``obj.backward(keep,
+    True)``, an attribute that is a partial of ``torch.autograd.backward``), which shifts
+    the True to another parameter; a keyword is the same parameter whatever was bound."""
     import ast
 
-    def true(node) -> bool:
-        return isinstance(node, ast.Constant) and node.value is True
-
-    keywords = {k.arg: k.value for k in call.keywords if k.arg}
-    if "retain_graph" in keywords:
-        return true(keywords["retain_graph"])
-    func = call.func
-    if not isinstance(func, ast.Attribute):
-        return False  # a bare name may be a partial with arguments bound (rev36b F1): by
-        # position, its flag's place cannot be told
-    owner = func.value
-    autograd = (getattr(owner, "attr", None) or getattr(owner, "id", None)) == "autograd"
-    kind = ("backward" if autograd else "method") if func.attr == "backward" else (
-        "grad" if func.attr == "grad" and autograd else "")
-    at = _FLAG_AT.get(kind)
-    return at is not None and len(call.args) > at and true(call.args[at])
+    return any(k.arg == "retain_graph" and isinstance(k.value, ast.Constant)
+               and k.value.value is True for k in call.keywords)
 
 
 def _not_what_ran(source: str, lines: str) -> bool:

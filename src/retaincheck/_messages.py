@@ -503,8 +503,8 @@ EN.update({
     "retain_graph=True (a check only you can make)",
     "k_compiled": "kept: could not tell (a torch.compile'd backward reads the flag)",
     "why_passed": ": no later backward() or grad() walked this graph, but the flag is not "
-    "the literal True here (a name, an expression, *args or **kwargs): the line that writes "
-    "it is elsewhere, and the program may look at its value",
+    "the literal True here (a name, an expression, a value by position, *args or **kwargs): "
+    "the line that writes it is elsewhere, and the program may look at its value",
     "s_passed": "keep it; to check the flag, run retaincheck where the call that writes "
     "retain_graph=True calls backward() itself",
     "k_passed": "kept: could not tell (the flag is not the literal True here: it comes from "
@@ -555,7 +555,8 @@ ZH.update({
     "（这一点只有你能确认）",
     "k_compiled": "不改：无法判断（torch.compile 编译的反向传播会读取这个参数）",
     "why_passed": "。之后没有 backward() 或 grad() 遍历这张计算图，但这里的参数不是字面量 "
-    "True（是名字、表达式、*args 或 **kwargs）：写它的是别处的代码，程序也可能会查看它的值",
+    "True（是名字、表达式、按位置传入的值、*args 或 **kwargs）：写它的是别处的代码，"
+    "程序也可能会查看它的值",
     "s_passed": "先留着；要检查这个参数，请在写 retain_graph=True 的那处调用直接调用 "
     "backward() 的情况下运行 retaincheck",
     "k_passed": "不改：无法判断（这里的参数不是字面量 True，它来自别的行）",
