@@ -693,13 +693,81 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
     assert site.unseen_calls[0].endswith("loop.py:8")
 
 
+STEPS = """import torch
+
+
+def accumulate(loss, opt, keep=True):
+    loss.backward(retain_graph=True)
+    if not keep:
+        opt.step()
+        opt.zero_grad()
+"""
+PATCHED = ("import inspect\nimport textwrap\n\n\ndef configurable(fn):\n"
+           "    text = textwrap.dedent(inspect.getsource(fn))\n"
+           "    text = '\\n' * (fn.__code__.co_firstlineno - 1) + text.replace(\n"
+           "        'retain_graph=True', 'retain_graph=keep')\n"
+           "    scope = dict(fn.__globals__)\n"
+           "    exec(compile(text, fn.__code__.co_filename, 'exec'), scope)\n"
+           "    return scope[fn.__name__]\n\n\naccumulate_k = configurable(accumulate)\n")
+
+
+@pytest.mark.parametrize("how", ["recompiled_at_import", "exec_by_relative_name"])
+def test_a_site_whose_text_is_not_what_ran_is_never_not_needed(tmp_path, monkeypatch, how):
+    """rev37b G2: a module compiles one of its functions again from its own text, patched
+    (``retain_graph=keep``), under its own file name, at import, before the audit began;
+    rev37a G4: a launcher exec's a patched copy of main.py compiled under the name "main.py".
+    Both times the file's literal line was read for the site: "not needed", a proven 6,
+    where the caller's flag matters. The text read must compile, on the site's lines, to
+    the instructions that ran."""
+    monkeypatch.chdir(tmp_path)
+
+    def train(accumulate, keep):
+        w = torch.nn.Parameter(torch.ones(3))
+        opt = torch.optim.SGD([w], lr=0.1)
+        accumulate((torch.tanh(w) * 2).sum(), opt, keep)
+        accumulate((w ** 2).sum(), opt, False)
+        return w.detach()
+
+    if how == "recompiled_at_import":
+        (tmp_path / "steps_g2.py").write_text(STEPS + "\n\n" + PATCHED)
+        with _imported(monkeypatch, tmp_path, "steps_g2") as steps:
+            assert not torch.equal(train(steps.accumulate_k, True),
+                                   train(steps.accumulate_k, False))  # the truth
+            with retaincheck.audit() as report:
+                train(steps.accumulate_k, True)
+    else:
+        (tmp_path / "main.py").write_text(STEPS)
+        patched, scope = STEPS.replace("retain_graph=True", "retain_graph=keep"), {}
+        exec(patched, scope)
+        assert not torch.equal(train(scope["accumulate"], True),
+                               train(scope["accumulate"], False))  # the truth
+        with retaincheck.audit() as report:
+            exec(compile(patched, "main.py", "exec"), scope)
+            train(scope["accumulate"], True)
+    (site,) = [c for c in report.calls if c.line == 5]
+    assert site.verdict == COULD_NOT_TELL and site._unread, report.format()
+
+
+def test_a_method_call_split_before_its_name_keeps_its_verdict(tmp_path):
+    """rev37a G6: Python places a call split before ``.backward(`` (black's layout) from the
+    method's name on, not from the call's first line; read as "no call of the line ran",
+    every such literal site would be "could not tell"."""
+    path = tmp_path / "split.py"
+    path.write_text("import torch\n\nw = torch.ones(3, requires_grad=True)\nloss = (w * w).sum()\n"
+                    "(loss\n .backward(retain_graph=True))\nresult = [w.grad]\n")
+    _, report = run_fixture(path, audited=True)
+    (site,) = report.calls
+    assert (site.verdict, site.passed_through) == ("not needed", False), report.format()
+
+
 @pytest.mark.parametrize("positions", [True, False], ids=["positions", "no_debug_ranges"])
 @pytest.mark.parametrize("line", [
     "run(); (probe * 2).sum().backward(retain_graph=True)",
     "(probe * 2).sum().backward(run(), retain_graph=True)",
     "run(create_graph=(probe * 2).sum().backward(retain_graph=True) is not None)",
     "for _ in itertools.starmap(run, [()]): (probe * 2).sum().backward(retain_graph=True)",
-], ids=["beside", "inside", "around", "for_map"])
+    "((probe * 2).sum()\n         .backward(run(), retain_graph=True))",
+], ids=["beside", "inside", "around", "for_map", "split"])
 def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, monkeypatch,
                                                                          line, positions):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says

@@ -144,6 +144,7 @@ def _mark_passed_through(session: Session) -> None:
 
     for record in session.report.calls:
         source = getattr(record, "_source", None)
+        ran_codes = record.__dict__.pop("_ran_codes", None)  # (code objects do not pickle)
         if record.needed or record.history_leak:
             continue
         if getattr(record, "_unread", False):  # (its file could not be told: _hooks._resolve)
@@ -178,11 +179,13 @@ def _mark_passed_through(session: Session) -> None:
             and n.lineno <= record.line <= (n.end_lineno or n.lineno)]
         # the calls that ran, where Python said which (_hooks._position): those alone
         ran = getattr(record, "_calls_at", None) or set()
-        exact = [c for c in calls if (c.lineno, c.end_lineno, c.col_offset, c.end_col_offset)
-                 in ran]
-        if not calls:
+        exact = [c for c in calls if _call_positions(c) & ran]
+        if not calls or not _compiles_to(tree, source, ran_codes, calls):
             # code compiled from a string (exec), a file gone or changed since it ran: what
-            # the line writes cannot be seen, so whether the flag is the literal True cannot
+            # the line writes cannot be seen, so whether the flag is the literal True cannot;
+            # nor where the text read is not what ran there (rev37a G4: a launcher that
+            # exec'd a patched copy of main.py under the name "main.py"; rev37b G2: a
+            # function compiled again from its own text, patched, before the audit began)
             record.passed_through = record._unread = True
             continue
         if len(exact) != len(ran - {None}):
@@ -212,6 +215,86 @@ def _mark_passed_through(session: Session) -> None:
         if ((splat and not written) or named or implied
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
+
+
+def _call_positions(call) -> set:
+    """The places Python gives a call's instructions (``co_positions``): the call's own span,
+    or, for a method whose name is on a later line than the call's start (``(loss\n
+    .backward(...))``, black's layout), from that name on, as CPython's compiler moves it
+    (``update_start_location_to_match_attr`` in Python/compile.c; rev37a G6)."""
+    import ast
+
+    places = {(call.lineno, call.end_lineno, call.col_offset, call.end_col_offset)}
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.end_lineno != call.lineno:
+        start = func.end_col_offset - len(func.attr)
+        places.add((func.end_lineno, max(func.end_lineno, call.end_lineno), start,
+                    call.end_col_offset))
+    return places
+
+
+def _compiles_to(tree, source: str | None, codes: dict | None, calls) -> bool:
+    """Whether the text read for a site compiles, on the lines of its calls, to the
+    instructions of the code that ran there (``_hooks``: ``_ran_codes``). Only those lines
+    are compared: pytest rewrites a test module's asserts, elsewhere in the same function."""
+    if not codes or tree is None:
+        return True  # (no frame, or a text that cannot be read: said otherwise)
+    lines = range(min(c.lineno for c in calls), max(c.end_lineno or c.lineno for c in calls) + 1)
+    compiled = _compiled_codes(tree, source)
+    if compiled is None:
+        return False
+    for code in codes.values():
+        mine = _line_ops(code, lines)
+        if not any(_line_ops(other, lines) == mine for other in compiled.get(
+                (code.co_name, code.co_firstlineno), ())):
+            return False
+    return True
+
+
+_CODES: dict = {}  # id(tree) -> (tree, {(name, first line): [code objects]} or None)
+
+
+def _compiled_codes(tree, source: str | None) -> dict | None:
+    """Every code object the text of ``tree`` compiles to, by name and first line; None if it
+    does not compile. Cached for the tree (``_reads`` keeps each tree it parsed)."""
+    cached = _CODES.get(id(tree))
+    if cached is not None and cached[0] is tree:
+        return cached[1]
+    try:
+        todo = [compile(tree, source or "<retaincheck>", "exec", dont_inherit=True)]
+    except (SyntaxError, ValueError, TypeError):
+        found = None
+    else:
+        found = {}
+        while todo:
+            code = todo.pop()
+            found.setdefault((code.co_name, code.co_firstlineno), []).append(code)
+            todo.extend(k for k in code.co_consts if hasattr(k, "co_code"))
+    _CODES[id(tree)] = (tree, found)
+    return found
+
+
+def _line_ops(code, lines: range) -> list:
+    """The instructions of ``code`` on ``lines``: name and argument (a jump's target left out,
+    as code elsewhere moves it; a code object by its name)."""
+    import dis
+
+    ops, line = [], None
+    for ins in dis.get_instructions(code):
+        positions = getattr(ins, "positions", None)
+        if positions is not None and positions.lineno is not None:
+            line = positions.lineno
+        elif isinstance(ins.starts_line, int) and not isinstance(ins.starts_line, bool):
+            line = ins.starts_line  # (3.10: the first instruction of each line says it)
+        if line not in lines:
+            continue
+        arg = ins.argval
+        if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+            arg = None
+        elif hasattr(arg, "co_code"):
+            arg = arg.co_name
+        ops.append((ins.opname, repr(arg)))
+    return ops
 
 
 def _starts_a_pass(call) -> bool:

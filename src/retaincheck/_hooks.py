@@ -686,6 +686,9 @@ class Session:
             if at is None:
                 at = self.positions[(frame.f_code, frame.f_lasti)] = _position(frame)
             record.__dict__.setdefault("_calls_at", set()).add(at)
+            # the code that ran there, which the text read for the site must compile to
+            # (_audit._mark_passed_through; rev37a G4, rev37b G2)
+            record.__dict__.setdefault("_ran_codes", {})[id(frame.f_code)] = frame.f_code
         if retaining and shape not in record._shapes:
             record._shapes.add(shape)
             record._frames.update(lines)  # each function on the way to it: _untaken

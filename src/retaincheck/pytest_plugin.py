@@ -280,7 +280,7 @@ def _why_kept(call: dict, lang: str) -> str:
     elif call.get("compiled"):
         why = m("k_compiled")
     elif call.get("passed_through"):
-        why = m("k_passed")
+        why = m("k_unread" if call.get("unread") else "k_passed")
     elif call.get("unseen_calls"):
         why = m("k_untaken", call=call["unseen_calls"][0])
     else:
@@ -485,7 +485,9 @@ class _Plugin:
                 "audited": report is not None,
                 "marked": item.get_closest_marker("no_retaincheck") is not None,
                 "completed": bool(completed),
-                "calls": [c.to_dict() for c in report.calls] if report is not None else [],
+                # (with whether its code could be read, which the reason says: _why_kept)
+                "calls": [{**c.to_dict(), "unread": bool(getattr(c, "_unread", False))}
+                          for c in report.calls] if report is not None else [],
                 # (real path, line) of each call, as the gate's rerun finds the site
                 "real": [real_line(c) for c in report.calls] if report is not None else [],
                 "backward_calls": getattr(report, "backward_calls", 0) if report is not None else 0,
