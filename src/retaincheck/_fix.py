@@ -343,9 +343,9 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
     """For ``--fail-on-unneeded`` without ``--fix``: prove the "not needed" verdicts as
     ``--fix`` would (a rerun with the flags removed, nothing written) before the gate answers;
     a failed proof turns those sites to needed. Every such site is rerun without keeping its
-    graph, whatever form the flag takes in the source (``retain_graph=keep``, ``**options``):
-    the rerun forces it at run time (``_proof_site``) and edits no file. The one line to
-    print, or None when there is no such site."""
+    graph: the flag is removed from a copy of its file where ``--fix`` would remove it, and
+    forced off at run time (``_proof_site``) in every case; no file is written. The one line
+    to print, or None when there is no such site."""
     from ._proof import prove, real_line
 
     # --fix --fail-on-unneeded: the sites --fix proved (its rerun, _prove) are not rerun for
@@ -356,9 +356,21 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
         return None
     if skip_proof or program is None:
         return message("gate_skipped", lang)
+    # the flag removed from the text where --fix would remove it, in copies the rerun runs
+    # (nothing written): a profiler or a __torch_function__ that reads the flag then sees it
+    # gone, which forcing graph-keeping off below the call does not show (rev37a G7); the
+    # other sites are forced off at run time
+    import types
+
+    _, _, _, edits = _plan(types.SimpleNamespace(calls=records), completed, status, dirs, lang)
+    originals = {path: _read(path) for path in edits}
+    edits = {path: edit for path, edit in edits.items() if originals[path] is not None}
+    moved = {path: _line_map(originals[path], new) for path, (new, _) in edits.items()}
     forced, lines = [], []
     for record in records:
         line = real_line(record)
+        if line is not None and line[0] in moved:  # (its line in the edited copy)
+            line = (line[0], moved[line[0]](line[1]))
         if line is None:
             path, _ = _locate(record, list(dirs or []), lang)
             line = real_line(record, path)
@@ -380,7 +392,7 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
             line = real_line(record)
             if line is not None:
                 lines.append(line)
-    proof = prove({}, program, lang, lines)
+    proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, lines)
     how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
     if not proof.proven and proof.ran:
         for record in forced:
