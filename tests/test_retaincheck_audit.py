@@ -639,6 +639,34 @@ def test_a_tensor_subclass_leaves_the_site_where_the_flag_is_written():
     assert "the call went through a __torch_function__" in report.format()
 
 
+def test_a_profiler_that_sees_the_flag_keeps_the_site():
+    """rev37a G7: a profile function that logs the options backward was called with prints
+    another line without the flag; turning graph-keeping off at run time (the plugin's gate)
+    does not show that. A profile or trace function of the program's, at a retaining call,
+    makes the site "could not tell"; coverage.py's tracer does not."""
+    import sys
+
+    seen = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "backward":
+            seen.append(frame.f_locals.get("retain_graph"))
+
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report:
+        sys.setprofile(profile)
+        try:
+            torch.tanh(w).sum().backward(retain_graph=True)
+        finally:
+            sys.setprofile(None)
+        torch.exp(w).sum().backward(retain_graph=True)  # (no profiler here)
+    assert True in seen  # the truth: it saw the flag
+    watched, plain = report.calls
+    assert (watched.verdict, watched.passed_through) == ("could not tell: kept", True)
+    assert "a profile or trace function of the program's" in report.format()
+    assert plain.verdict == "not needed", report.format()
+
+
 def test_two_copies_of_a_helper_are_two_sites(tmp_path, monkeypatch):
     """rev34a K2: the same function in helpers_a.py and helpers_b.py compiles to code objects
     that compare equal (their file names aside), and the two sites were merged under the

@@ -471,39 +471,44 @@ def test_the_gate_proves_a_program_that_ends_with_os_exit(tmp_path):
     assert "proven: the rerun exited 0 as the audited run did" in proc.stderr, proc.stderr
 
 
-PROFILED = """import sys
+PEEKING = """import sys
 
 import torch
 
-calls = []
+seen = []
 
 
-def profile(frame, event, arg):  # debug: how is backward called?
-    code = frame.f_code
-    if event == "call" and code.co_name == "backward" and "torch" in code.co_filename:
-        calls.append(frame.f_locals.get("retain_graph"))
+def hook(grad):  # debug: with which options is backward running?
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "backward" and "retain_graph" in frame.f_locals:
+            seen.append(frame.f_locals["retain_graph"])
+            break
+        frame = frame.f_back
+    return grad
 
 
 w = torch.ones(3, requires_grad=True)
-sys.setprofile(profile)
+w.register_hook(hook)
 (w.tanh() * 2).sum().backward(retain_graph=True)
-sys.setprofile(None)
-print(calls)
+print(seen)
 """
 
 
 @pytest.mark.proof  # a rerun
 def test_the_gates_rerun_runs_the_text_without_the_flag(tmp_path):
     """rev37a G7: a profiler that records the options backward was called with prints
-    another line without the flag. The gate's rerun only forced graph-keeping off below the
-    call, so the profiler still saw True: proven, 6. It runs a copy of the file with the
-    flag removed, as --fix's does, where --fix could remove it; nothing is written."""
-    script = tmp_path / "profiled.py"
-    script.write_text(PROFILED)
+    another line without the flag (the audit now keeps a site a profile function sees:
+    test_retaincheck_audit.py); so does a gradient hook that reads them from backward's
+    frame, which no audit sees. The gate's rerun only forced graph-keeping off below the
+    call, so they still saw True: proven, 6. It runs a copy of the file with the flag
+    removed, as --fix's does, where --fix could remove it; nothing is written."""
+    script = tmp_path / "peeking.py"
+    script.write_text(PEEKING)
     proc = cli("--fail-on-unneeded", script.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "NOT proven: the rerun's standard output differs" in proc.stderr, proc.stderr
-    assert script.read_text() == PROFILED
+    assert script.read_text() == PEEKING
 
 
 CRASH_AT_EXIT = """import atexit

@@ -67,6 +67,7 @@ def every_kind_of_record() -> Report:
         dict(executions=1, passed_through=True),
         dict(executions=1, passed_through=True, _unread=True),  # code it could not read
         dict(executions=1, passed_through=True, _observed=True),  # a __torch_function__
+        dict(executions=1, passed_through=True, _observed="watched"),  # a profiler
         dict(executions=1, run_completed=False), dict(executions=1),
         dict(executions=1, create_graph=True), dict(executions=1, needed=True, create_graph=True),
         *[dict(executions=3, reused_executions=2, needed=True, notes=n, reused_by=["a.py:9"])

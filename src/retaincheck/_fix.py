@@ -66,7 +66,7 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     if getattr(record, "compiled", False):
         return m("k_compiled")
     if getattr(record, "_observed", False):
-        return m("k_observed")
+        return m("k_watched" if record._observed == "watched" else "k_observed")
     if getattr(record, "_unread", False):
         return m("k_unread")
     if getattr(record, "passed_through", False):

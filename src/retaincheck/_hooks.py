@@ -676,8 +676,9 @@ class Session:
                         self.started[record] = []
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
-        if retaining and observed:
-            record._observed = True  # (_audit._mark_passed_through)
+        if retaining and not getattr(record, "_observed", False):
+            # (_audit._mark_passed_through; the reason: _report, _fix, _suggest)
+            record._observed = "function" if observed else "watched" if _watched() else False
         if retaining and frame is not None:
             # the call on the line that ran (where Python keeps positions: 3.11 on), by its
             # place in the line: _audit._mark_passed_through looks at that call alone
@@ -1091,6 +1092,25 @@ def _resolve(name: str, code, start: str) -> str | None:
     # before runpy.run_path("main.py"), whose main.py then moved into a folder holding an
     # older copy, left one candidate, the copy, which never ran (rev37a G3)
     return matches[0] if len(matches) == 1 else None
+
+
+def _watched() -> bool:
+    """Whether a profile or trace function of the program's runs in this thread (a profiler
+    that logs how backward was called, ``sys.setprofile``, ``sys.settrace``), or a
+    ``sys.monitoring`` tool: it sees backward's arguments, the flag among them, and may act on
+    them, which turning graph-keeping off at run time does not show (rev37a G7). coverage.py's
+    tracers, which record lines and arcs only, do not count."""
+    for function in (sys.getprofile(), sys.gettrace()):
+        if function is not None and not str(getattr(function, "__module__", "")).startswith(
+                "coverage."):
+            return True
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        for tool in range(6):
+            name = monitoring.get_tool(tool)
+            if name and not name.startswith("coverage"):
+                return True
+    return False
 
 
 def _position(frame) -> tuple | None:

@@ -515,6 +515,13 @@ EN.update({
     "s_observed": "keep it, unless that __torch_function__ never looks at retain_graph (a check "
     "only you can make)",
     "k_observed": "kept: could not tell (a __torch_function__ on the way sees the flag)",
+    "why_watched": ": no later backward() or grad() walked this graph, but a profile or trace "
+    "function of the program's (sys.setprofile, sys.settrace, sys.monitoring) saw the call, "
+    "its flag included, and may act on it",
+    "s_watched": "keep it, unless that profile or trace function never looks at retain_graph "
+    "(a check only you can make); run retaincheck without it to check the flag",
+    "k_watched": "kept: could not tell (a profile or trace function of the program's sees the "
+    "flag)",
     "why_unread": ": no later backward() or grad() walked this graph, but the code of this line "
     "cannot be read (compiled from a string, or its file changed or went away after it ran), so "
     "whether the flag is the literal True here cannot be seen",
@@ -564,6 +571,11 @@ ZH.update({
     "__torch_function__（张量子类的或 TorchFunctionMode 的），它能看到这个参数，也可能据此行事",
     "s_observed": "先留着；除非那个 __torch_function__ 从不查看 retain_graph（这一点只有你能确认）",
     "k_observed": "不改：无法判断（途经的 __torch_function__ 能看到这个参数）",
+    "why_watched": "。之后没有 backward() 或 grad() 遍历这张计算图，但程序自己的性能分析或跟踪函数"
+    "（sys.setprofile、sys.settrace、sys.monitoring）看到了这次调用，包括这个参数，也可能据此行事",
+    "s_watched": "先留着；除非那个性能分析或跟踪函数从不查看 retain_graph（这一点只有你能确认）；"
+    "去掉它再运行 retaincheck，就能检查这个参数",
+    "k_watched": "不改：无法判断（程序自己的性能分析或跟踪函数能看到这个参数）",
     "why_unread": "。之后没有 backward() 或 grad() 遍历这张计算图，但读不到这一行的代码（它由字符串"
     "编译而来，或者运行之后文件改了、不在了），看不出这里的参数是不是字面量 True",
     "s_unread": "先留着；要检查它，请把代码存进文件，再用 retaincheck 运行",

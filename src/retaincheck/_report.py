@@ -259,7 +259,9 @@ class Report:
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.compiled:
                 verdict += m("why_compiled")
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.passed_through:
-                verdict += m("why_observed" if getattr(c, "_observed", False) else
+                observed = getattr(c, "_observed", False)
+                verdict += m("why_watched" if observed == "watched" else
+                             "why_observed" if observed else
                              "why_unread" if getattr(c, "_unread", False) else "why_passed")
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))

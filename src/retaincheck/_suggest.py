@@ -45,7 +45,7 @@ def _suggestion_key(record) -> tuple[str, dict]:
         return "s_compiled", {}
     if verdict == v.COULD_NOT_TELL and record.passed_through:
         if getattr(record, "_observed", False):
-            return "s_observed", {}
+            return ("s_watched" if record._observed == "watched" else "s_observed"), {}
         return ("s_unread" if getattr(record, "_unread", False) else "s_passed"), {}
     if verdict == v.COULD_NOT_TELL:
         return "s_untaken", {"call": record.unseen_calls[0]}

@@ -280,7 +280,9 @@ def _why_kept(call: dict, lang: str) -> str:
     elif call.get("compiled"):
         why = m("k_compiled")
     elif call.get("passed_through"):
-        why = m("k_unread" if call.get("unread") else "k_passed")
+        observed = call.get("observed")
+        why = m("k_watched" if observed == "watched" else "k_observed" if observed else
+                "k_unread" if call.get("unread") else "k_passed")
     elif call.get("unseen_calls"):
         why = m("k_untaken", call=call["unseen_calls"][0])
     else:
@@ -486,7 +488,8 @@ class _Plugin:
                 "marked": item.get_closest_marker("no_retaincheck") is not None,
                 "completed": bool(completed),
                 # (with whether its code could be read, which the reason says: _why_kept)
-                "calls": [{**c.to_dict(), "unread": bool(getattr(c, "_unread", False))}
+                "calls": [{**c.to_dict(), "unread": bool(getattr(c, "_unread", False)),
+                           "observed": getattr(c, "_observed", False) or False}
                           for c in report.calls] if report is not None else [],
                 # (real path, line) of each call, as the gate's rerun finds the site
                 "real": [real_line(c) for c in report.calls] if report is not None else [],
