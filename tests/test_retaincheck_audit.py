@@ -639,6 +639,31 @@ def test_a_tensor_subclass_leaves_the_site_where_the_flag_is_written():
     assert "the call went through a __torch_function__" in report.format()
 
 
+def test_torchs_own_torch_function_modes_do_not_keep_a_site():
+    """rev37a S2: torch.set_default_device (and ``with torch.device(...)``) runs every call
+    through torch's DeviceContext, a TorchFunctionMode, and every literal site became "could
+    not tell". A __torch_function__ of torch's own is not counted, as none reads
+    retain_graph: no file of the installed torch that defines one names it (overrides.py
+    lists Tensor.backward's signature; _tensor.py is Tensor.backward itself)."""
+    root = os.path.dirname(torch.__file__)
+    readers = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                if "def __torch_function__" in text and "retain_graph" in text:
+                    readers.append(os.path.relpath(path, root))
+    assert sorted(r for r in readers if not r.startswith("testing")) == [
+        "_tensor.py", "overrides.py"]
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report, torch.device("cpu"):
+        torch.tanh(w).sum().backward(retain_graph=True)
+    (call,) = report.calls
+    assert call.verdict == "not needed", report.format()
+
+
 def test_a_profiler_that_sees_the_flag_keeps_the_site():
     """rev37a G7: a profile function that logs the options backward was called with prints
     another line without the flag; turning graph-keeping off at run time (the plugin's gate)
@@ -834,3 +859,15 @@ def test_a_relative_code_file_name_is_the_file_that_compiles_to_the_code(tmp_pat
     (call,) = report.calls
     assert (call.verdict, call.passed_through) == ("could not tell: kept", True), \
         report.format()
+    # rev37a S1: a literal main.py whose run folder holds a copy with another learning rate:
+    # both compile to the site's function; the module's code that ran tells them apart
+    script = ("import os\n\nimport torch\n\nos.chdir('run')\nrate = 0.1\n\n\n"
+              "def step(w):\n    torch.tanh(w * rate).sum().backward(retain_graph=True)\n\n\n"
+              "step(torch.ones(3, requires_grad=True))\n")
+    (tmp_path / "exp" / "main.py").write_text(script)
+    (tmp_path / "exp" / "run" / "main.py").write_text(script.replace("0.1", "0.05"))
+    monkeypatch.chdir(tmp_path / "exp")
+    with retaincheck.audit() as report:
+        runpy.run_path("main.py", run_name="__main__")
+    (call,) = report.calls
+    assert (call.file, call.verdict) == ("main.py", "not needed"), report.format()

@@ -578,8 +578,10 @@ class Session:
             if frame.f_code.co_name == "__torch_function__":
                 # a tensor subclass's (rev34b F6), a TorchFunctionMode's: torch passes the
                 # call through it on the way from the line that wrote it, which is the site;
-                # it sees the flag (rev36a F1, F2: it logged it, stepped when it was unset)
-                frame, observed = frame.f_back, True
+                # it sees the flag (rev36a F1, F2: it logged it, stepped when it was unset).
+                # torch's own (torch.set_default_device's DeviceContext) read no retain_graph
+                # (rev37a S2; test_retaincheck_audit.py checks torch's source for it)
+                frame, observed = frame.f_back, observed or kind == 2
                 continue
             return frame, kind == 2, observed  # kind 1: called by torch (autograd.functional)
         return None, False, observed
@@ -656,7 +658,7 @@ class Session:
                         # launcher's os.chdir(exp); runpy.run_path("train.py"): rev35a S2)
                         record._source = filename
                         if not filename.startswith("<") and not os.path.isabs(filename):
-                            record._source = _resolve(filename, frame.f_code, self.start_dir)
+                            record._source = _resolve(filename, frame, self.start_dir)
                             if record._source is None:  # (_audit._mark_passed_through)
                                 record._source = os.path.abspath(filename)
                                 record._unread = True
@@ -1062,12 +1064,12 @@ def _without_comment(line: str) -> str:
     return line.strip()
 
 
-def _resolve(name: str, code, start: str) -> str | None:
+def _resolve(name: str, frame, start: str) -> str | None:
     """The file a relative code file name is, from the folder now or the one the run started
     in: the one whose text compiles to this code (rev36a F5: a script run by
     runpy.run_path("main.py") that then moved into a folder holding an older main.py; S2: a
     launcher that moved first). None when it cannot be told: none of them, or more than
-    one, is that file."""
+    one, is that file (two copies of one text: which ran, and which would --fix edit?)."""
     found = {}
     for path in dict.fromkeys((os.path.abspath(name), os.path.join(start, name))):
         try:
@@ -1075,19 +1077,32 @@ def _resolve(name: str, code, start: str) -> str | None:
                 found[path] = f.read()
         except OSError:
             continue
-    want = (code.co_name, code.co_firstlineno, code.co_code)
+    # the code that ran, that of the file's frames below it (its module's, while it runs)
+    # and the module's functions: a copy that differs only elsewhere (a run folder's main.py
+    # with another learning rate) compiles to the site's code too (rev37a S1)
+    import types
+
+    ran, f = [], frame
+    while f is not None and len(ran) < 64:
+        if f.f_code.co_filename == name:
+            ran.append(f.f_code)
+        f = f.f_back
+    ran += [value.__code__ for value in list(frame.f_globals.values())[:200]
+            if isinstance(value, types.FunctionType) and value.__code__.co_filename == name]
+    want = set(map(_code_key, ran))
     matches = []
     for path, text in found.items():
         try:
             todo = [compile(text, name, "exec", dont_inherit=True)]
         except (SyntaxError, ValueError):
             continue
+        have = set()
         while todo:
             c = todo.pop()
-            if (c.co_name, c.co_firstlineno, c.co_code) == want:
-                matches.append(path)
-                break
+            have.add(_code_key(c))
             todo.extend(k for k in c.co_consts if hasattr(k, "co_code"))
+        if want <= have:
+            matches.append(path)
     # one file, or several with one text, is still checked: a launcher that moved into exp/
     # before runpy.run_path("main.py"), whose main.py then moved into a folder holding an
     # older copy, left one candidate, the copy, which never ran (rev37a G3)
@@ -1111,6 +1126,13 @@ def _watched() -> bool:
             if name and not name.startswith("coverage"):
                 return True
     return False
+
+
+def _code_key(code) -> tuple:
+    """What tells two compiled codes apart: name, first line, instructions, names and
+    constants (a learning rate of 0.1 or 0.05 is the same instruction)."""
+    return (code.co_name, code.co_firstlineno, code.co_code, code.co_names,
+            tuple(repr(k) for k in code.co_consts if not hasattr(k, "co_code")))
 
 
 def _position(frame) -> tuple | None:
