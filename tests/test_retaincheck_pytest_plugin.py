@@ -357,6 +357,49 @@ class TestDropped(TestKept):
 """
 
 
+WALKED_AFTER = {
+    "makereport": """
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "teardown" and item.funcargs:  # the gradient's norm, for the report
+        (g,) = torch.autograd.grad(item.funcargs["loss"], [item.funcargs["w"]])
+        report.user_properties.append(("grad_norm", float(g.norm())))
+    return report
+""",
+    "teardown": """
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    if item.funcargs:  # after teardown: the loss still reaches the weights
+        (g,) = torch.autograd.grad(item.funcargs["loss"], [item.funcargs["w"]])
+        assert torch.isfinite(g).all()
+    return result
+""",
+}
+
+
+@pytest.mark.parametrize("hook", sorted(WALKED_AFTER))
+def test_a_graph_walked_after_its_tests_audit_is_never_reported(pytester, monkeypatch, hook):
+    """rev37b G4, G4b: a conftest's makereport wrapper (at the teardown report), or a teardown
+    wrapper around the plugin's, walks the test's loss after the test's audit ended and
+    before pytest drops the test's fixtures: the site was listed "not needed", and without
+    the flag the run fails. The graph's nodes stay hooked until the test's protocol ends."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest("import pytest\nimport torch\n\n\n@pytest.fixture\ndef w():\n"
+                          "    return torch.ones(3, requires_grad=True)\n\n\n@pytest.fixture\n"
+                          "def loss(w):\n    return torch.tanh(w).sum()\n\n" + WALKED_AFTER[hook])
+    pytester.makepyfile(test_walked="def test_step(w, loss):\n"
+                        "    loss.backward(retain_graph=True)\n")
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=1)
+    assert not any(line.startswith("test_walked.py:") for line in section(result)), \
+        result.outlines
+    pytester.makepyfile(test_walked="def test_step(w, loss):\n    loss.backward()\n")
+    result = run(pytester)  # the truth: without the flag, the hook's walk fails
+    assert "backward through the graph a second time" in result.stdout.str()
+
+
 def test_a_graph_kept_on_a_test_class_instance_outlives_its_test(pytester, monkeypatch):
     """rev34b F10: pytest keeps each test's class instance to the session's end, so a graph on
     ``self`` outlives its test and is not listed; the docs' advice, ``del self.loss`` in

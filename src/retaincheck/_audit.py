@@ -78,6 +78,7 @@ class audit:
 
     def __init__(self):
         self._session: Session | None = None
+        self._keep_tags = False  # (the pytest plugin: Session.uninstall)
 
     def __enter__(self) -> Report:
         with LOCK:
@@ -103,7 +104,7 @@ class audit:
     def __exit__(self, exc_type, exc, tb) -> None:
         session = self._session
         try:
-            session.uninstall()
+            session.uninstall(keep_tags=self._keep_tags)
             report = session.report
             report.calls.sort(key=lambda c: (c.file, c.line))
             _mark_forked_children(session)

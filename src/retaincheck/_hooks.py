@@ -454,7 +454,11 @@ class Session:
     def _stepped(self, *args):
         self.steps += 1
 
-    def uninstall(self):
+    def uninstall(self, keep_tags: bool = False):
+        """Put back what ``install`` replaced and unhook the graph's nodes; with ``keep_tags``
+        the nodes stay hooked until ``drop_tags``: a walk of a kept graph after the audit
+        (the pytest plugin's window between a test's teardown and the end of its protocol)
+        still marks its site needed."""
         if _AUDITED and _AUDITED[0] is self:
             _AUDITED.clear()
         # Each put back only where it is still this audit's: a program (a session fixture's
@@ -474,6 +478,10 @@ class Session:
         if self.step_handle is not None:
             self.step_handle.remove()
             self.step_handle = None
+        if not keep_tags:
+            self.drop_tags()
+
+    def drop_tags(self):
         for metadata, handle in self.tagged:
             handle.remove()
             metadata.pop(KEY, None)

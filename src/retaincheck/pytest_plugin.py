@@ -373,7 +373,9 @@ class _Plugin:
         self.audited = 0
         self.calls = 0  # backward()/grad() calls seen in the audited tests
         self.unaudited: list[str] = []
-        self.pending: list = []  # (node ref, site keys) of the last test, looked at by the next
+        self.pending: list = []  # (node ref, site keys, records) of the last test, looked at
+        # by the next
+        self.hooked: list = []  # the last test's audit sessions, whose nodes stay hooked
         self.looked: list = []  # its sites found outlived at the end of its protocol
         self.outlived: set[str] = set()  # sites whose kept graph outlived the test
         # tests deselected (-m, -k, --deselect): in this process, and the most an xdist
@@ -428,12 +430,19 @@ class _Plugin:
             if context is not None:
                 del item.stash[_AUDIT]
                 kept = _kept_graphs(context)
+                # the graph's nodes stay hooked until the protocol ends: a hook that walks
+                # the test's loss after its teardown (a makereport wrapper, a teardown
+                # wrapper outside this one: rev37b G4, G4b) still marks the site needed
+                context._keep_tags = True
                 context.__exit__(None, None, None)
+                self.hooked.append(context._session)
                 # named in the main process, from its own folder: an xdist worker's may be
                 # another (a conftest that moves to the tests' folder: rev30b F-x1)
-                self.pending = [(ref, keys) for ref, records in kept
-                                if (keys := {_site_id(r) for r in records
-                                             if r.verdict == "not needed"})]
+                self.pending = []
+                for ref, records in kept:
+                    unneeded = [r for r in records if r.verdict == "not needed"]
+                    if unneeded:
+                        self.pending.append((ref, {_site_id(r) for r in unneeded}, unneeded))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -444,6 +453,9 @@ class _Plugin:
             return (yield)
         finally:
             self.looked = self.looked + self._outlived()
+            hooked, self.hooked = self.hooked, []
+            for session in hooked:
+                session.drop_tags()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
@@ -465,8 +477,10 @@ class _Plugin:
         import gc
 
         gc.collect()
-        return sorted({key for ref, keys in pending if ref() is not None for key in keys}
-                      | set(looked), key=repr)
+        # alive still, or walked since the audit ended (rev37b G4: needed now)
+        return sorted({key for ref, keys, records in pending
+                       if ref() is not None or any(r.needed for r in records)
+                       for key in keys} | set(looked), key=repr)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
