@@ -808,13 +808,15 @@ def test_a_read_in_a_string_compiled_under_a_python_files_name_is_seen(tmp_path)
 def test_a_script_run_by_a_relative_name_from_another_folder_is_read(tmp_path, monkeypatch):
     """rev35a S2: a launcher runs each experiment's script with os.chdir(exp) and
     runpy.run_path("train.py"); its code's file name is relative, and was looked up from the
-    launcher's folder at the end: "cannot be read" for a literal site."""
+    launcher's folder at the end: "cannot be read" for a literal site. rev37b S1: the lines
+    that ran were known by the relative name only, and the later backward() "did not run"."""
     import runpy
 
     exp = tmp_path / "exp2"
     exp.mkdir()
     (exp / "train.py").write_text("import torch\n\nw = torch.ones(3, requires_grad=True)\n"
-                                  "torch.tanh(w).sum().backward(retain_graph=True)\n")
+                                  "torch.tanh(w).sum().backward(retain_graph=True)\n"
+                                  "torch.exp(w).sum().backward()\n")
     (tmp_path / "train.py").write_text("# the launcher\n")  # what "train.py" names from here
     monkeypatch.chdir(tmp_path)
     with retaincheck.audit() as report:

@@ -227,24 +227,39 @@ def test_steps(then):
 """
 
 
-def test_a_deselected_test_keeps_every_site_it_may_reach(project):
+@pytest.mark.parametrize("how", ["deselected", "skipped"])
+def test_a_test_that_did_not_run_keeps_every_site_it_may_reach(project, how):
     """rev35b NEW-6: a helper that only a deselected test (``-m "not slow"``) needs the flag
-    for looked not needed in the tests that ran. A site in a helper, or in a test function
-    that a deselected test also runs (another parameter), is kept; one in the body of a test
-    that ran, which nothing deselected runs, is still listed."""
-    result = run(project, "--retaincheck", "-k", "not two_losses")
-    result.assert_outcomes(passed=2, deselected=1)
-    why = "could not tell (1 deselected test(s) did not run, and may reach this line)"
+    for looked not needed in the tests that ran; rev37b S4: so did one that only a test
+    skipped on this machine needs (a GPU test on a CPU runner). A site in a helper, or in a
+    test function that a test that did not run also runs (another parameter), is kept; one
+    in the body of a test that ran, which nothing else runs, is still listed."""
+    why = "could not tell (1 test(s) did not run, deselected or skipped, and may reach this line)"
+    if how == "deselected":
+        result = run(project, "--retaincheck", "-k", "not two_losses")
+        result.assert_outcomes(passed=2, deselected=1)
+        counts = "2 tests audited, 1 deselected, 2 backward()/grad() calls seen"
+    else:
+        project.makepyfile(test_gpu="import pytest\n\n\n@pytest.mark.skip(reason='no GPU')\n"
+                           "def test_on_the_gpu():\n    pass\n")
+        result = run(project, "--retaincheck", "test_train.py::test_one_loss",
+                     "test_train.py::test_inline", "test_gpu.py")
+        result.assert_outcomes(passed=2, skipped=1)
+        counts = "2 tests audited, 2 backward()/grad() calls seen"
     assert section(result) == [
-        "1 retain_graph=True call site not needed (2 tests audited, 1 deselected, "
-        "2 backward()/grad() calls seen):",
+        f"1 retain_graph=True call site not needed ({counts}):",
         *EXPECTED[-3:],
         f"kept, not listed: helpers.py:9: {why}",
     ]
     project.makepyfile(test_steps=PARAMETRIZED)
-    result = run(project, "--retaincheck", "test_steps.py", "--deselect",
-                 "test_steps.py::test_steps[twice]")
-    result.assert_outcomes(passed=1, deselected=1)
+    if how == "deselected":
+        result = run(project, "--retaincheck", "test_steps.py", "--deselect",
+                     "test_steps.py::test_steps[twice]")
+    else:
+        project.makepyfile(test_steps=PARAMETRIZED.replace(
+            "[id, twice]", "[id, pytest.param(twice, marks=pytest.mark.skip)]"))
+        result = run(project, "--retaincheck", "test_steps.py")
+    assert result.ret == 0
     assert section(result)[1:] == [f"kept, not listed: test_steps.py:13: {why}"]
 
 

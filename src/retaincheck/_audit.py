@@ -395,6 +395,11 @@ def _mark_untaken_calls(session: Session) -> None:
                and name.endswith(".py") and _kind(name) == 2)
     own.update(_named_from(own))
     extra = project_walkers(sorted(own))
+    # lines that ran in code under a relative file name, also under the file it is (rev37b
+    # S1: runpy.run_path("train.py"): the site is read from its absolute path)
+    resolved = session.resolved
+    ran_lines = session.ran_lines | {(resolved[name], line) for name, line in session.ran_lines
+                                     if name in resolved} if resolved else session.ran_lines
     for record in open_sites:
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
@@ -402,14 +407,14 @@ def _mark_untaken_calls(session: Session) -> None:
         # (a site in an installed package: its package's functions on the way too, rev34a
         # K3: trainlib/loop.py's aux(loss).backward() that this run did not take)
         kinds = (1, 2) if source and _kind(source) == 1 else (2,)
-        frames = {(name, line) for name, line in getattr(record, "_frames", ())
-                  if name == source or _kind(name) in kinds}
+        frames = {(resolved.get(name, name), line) for name, line in getattr(record, "_frames", ())
+                  if resolved.get(name, name) == source or _kind(resolved.get(name, name)) in kinds}
         if source:
             frames.add((source, record.line))
         found = []
         for name, line in sorted(frames):
             shown = session.display_path(name)
-            found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
+            found += [f"{shown}:{n}" for n in untaken_calls(name, line, ran_lines,
                                                            session.block, extra)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 

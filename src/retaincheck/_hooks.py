@@ -260,6 +260,7 @@ class Session:
         # (file name, line) of every user frame on the stack of a backward()/grad() call: a
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
+        self.resolved: dict[str, str] = {}  # relative code file name -> the file (_resolve)
         self.walked: dict = {}  # stack shape -> its lines (see run)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.in_child = False  # this process is a child forked during the audit
@@ -670,8 +671,11 @@ class Session:
                             if record._source is None:  # (_audit._mark_passed_through)
                                 record._source = os.path.abspath(filename)
                                 record._unread = True
-                            elif record._source != os.path.abspath(filename):  # named so
-                                record.file = _display_path(record._source, self.start_dir)
+                            else:
+                                self.resolved[filename] = record._source  # (_untaken)
+                                if record._source != os.path.abspath(filename):  # named so
+                                    record.file = _display_path(record._source,
+                                                                self.start_dir)
                         # its text as Python had it while it ran: a notebook cell's or a
                         # doctest example's lives in linecache only (_mark_passed_through)
                         read = filename if record._source.startswith("<") or getattr(

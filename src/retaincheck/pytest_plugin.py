@@ -382,6 +382,9 @@ class _Plugin:
         # worker reported; the code of their functions (rev35b NEW-6)
         self.deselected = 0
         self.deselected_codes: set = set()
+        # tests skipped (skipif on a machine without a GPU: rev37b S4), and their functions
+        self.skipped = 0
+        self.skipped_functions: set[str] = set()
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
         self.before = self.env = self.start = None
@@ -513,15 +516,18 @@ class _Plugin:
                 "deselected": self.deselected,
                 # a call in a helper (not in this test function's own body, or in one that a
                 # deselected test also runs) may be needed by a test that did not run
-                "apart": [not _own_lines(item, r, self.deselected_codes)
-                          for r in (real_line(c) for c in report.calls)]
-                if report is not None and self.deselected else [],
+                "apart": [c.verdict == "not needed"
+                          and not _own_lines(item, real_line(c), self.deselected_codes)
+                          for c in report.calls] if report is not None else [],
             }
             rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
         return rep
 
     # -- in the main process ----------------------------------------------------------------
     def pytest_runtest_logreport(self, report):
+        if report.skipped and report.when in ("setup", "call"):
+            self.skipped += 1
+            self.skipped_functions.add(report.nodeid.split("[")[0])
         raw = getattr(report, "retaincheck", None)
         if report.when != "teardown" or raw is None:
             return
@@ -545,10 +551,9 @@ class _Plugin:
                  "real": set()},
             )
             site["real"].add(tuple(real) if real else None)
-            if away and call["verdict"] == "not needed":  # rev35b NEW-6: see "apart"
-                call = {**call, "verdict": "could not tell: kept"}
-                site.setdefault("unsure", message("p_why_deselected", self.lang,
-                                                  n=data["deselected"]))
+            if call["verdict"] == "not needed":  # (_not_run)
+                site["apart"] = site.get("apart") or away
+                site.setdefault("functions", set()).add(report.nodeid.split("[")[0])
             if call["verdict"] == "could not tell: kept" and not call["needed"]:
                 site.setdefault("unsure", _why_kept(call, self.lang))  # said (rev34b F7)
             else:
@@ -563,7 +568,16 @@ class _Plugin:
 
     def unneeded(self) -> dict[str, dict]:
         return {k: v for k, v in self.sites.items()
-                if v["unneeded_in"] and not v["needed"] and k not in self.outlived}
+                if v["unneeded_in"] and not v["needed"] and k not in self.outlived
+                and not self._not_run(v)}
+
+    def _not_run(self, site: dict) -> bool:
+        """Whether a test that did not run may reach the site: one deselected (rev35b NEW-6,
+        ``-m "not slow"``) or skipped (rev37b S4, a GPU test on a machine without one) when
+        the site lies outside the body of the tests that ran, or a skipped test of the same
+        function (another parameter)."""
+        return bool((site.get("apart") and (self.deselected or self.skipped))
+                    or site.get("functions", set()) & self.skipped_functions)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -748,6 +762,10 @@ class _Plugin:
         # command line says it (rev34b F7: a flag from a fixture was kept without a word)
         unsure = sorted((k, v["unsure"]) for k, v in self.sites.items()
                         if v.get("unsure") and not v.get("seen_needed"))
+        unsure += sorted(  # the sites a test that did not run may reach (_not_run)
+            (k, m("p_why_not_run", n=self.deselected + self.skipped))
+            for k, v in self.sites.items() if v["unneeded_in"] and not v["needed"]
+            and k not in self.outlived and self._not_run(v))
         for site, why in unsure[:10]:
             tr.write_line(m("p_unsure", site=site, why=why))
         if len(unsure) > 10:
