@@ -523,8 +523,8 @@ EN.update({
     "k_watched": "kept: could not tell (a profile or trace function of the program's sees the "
     "flag)",
     "why_unread": ": no later backward() or grad() walked this graph, but the code of this line "
-    "cannot be read (compiled from a string, its file changed or went away after it ran, or its "
-    "relative file name fits two files), so "
+    "cannot be read (compiled from a string, its file changed or went away after it ran, or "
+    "its relative file name fits no file that compiles to it, or two), so "
     "whether the flag is the literal True here cannot be seen",
     "s_unread": "keep it; to check it, put the code in a file and run retaincheck on that",
     "k_unread": "kept: could not tell (the code of this line cannot be read)",
@@ -578,7 +578,7 @@ ZH.update({
     "去掉它再运行 retaincheck，就能检查这个参数",
     "k_watched": "不改：无法判断（程序自己的性能分析或跟踪函数能看到这个参数）",
     "why_unread": "。之后没有 backward() 或 grad() 遍历这张计算图，但读不到这一行的代码（它由字符串"
-    "编译而来；或者运行之后文件改了、不在了；或者它的相对文件名对得上两个文件），"
+    "编译而来；或者运行之后文件改了、不在了；或者按它的相对文件名找不到编译结果相符的文件，或者找到了两个），"
     "看不出这里的参数是不是字面量 True",
     "s_unread": "先留着；要检查它，请把代码存进文件，再用 retaincheck 运行",
     "k_unread": "不改：无法判断（读不到这一行的代码）",
