@@ -392,7 +392,8 @@ def prove_unneeded(report, completed: bool, status: int, *, dirs, program, skip_
             line = real_line(record)
             if line is not None:
                 lines.append(line)
-    proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, lines)
+    proof = prove({path: new for path, (new, _) in edits.items()}, program, lang, lines,
+                  gate=True)
     how = message("f_proven" if proof.proven else "f_not_proven", lang, reason=proof.reason)
     if not proof.proven and proof.ran:
         for record in forced:

@@ -593,11 +593,12 @@ def _put_back(asides: list[str], moved: list[tuple[str, str]]) -> None:
 
 
 def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
-          forced: list[tuple[str, int]] = ()) -> Proof:
+          forced: list[tuple[str, int]] = (), gate: bool = False) -> Proof:
     """Rerun ``program`` with ``changes`` (real path -> new source) applied, and every backward
     pass started from a ``forced`` line (real path, line) run without keeping its graph, in
     every Python process of the rerun (``_proof_site``); the reason is in ``lang``. What the
-    audited run created is set aside for the rerun and put back after it (``_set_aside``)."""
+    audited run created is set aside for the rerun and put back after it (``_set_aside``).
+    ``gate``: the gate's proof, whose changes are its own copies (said as "the rerun")."""
     if STOPPED:  # the user stopped the program (SIGTERM, Ctrl-C it caught): no second run
         return Proof(False, message("proof_stopped", lang, signal=signal.Signals(
             STOPPED[0]).name), 0.0, refutes=False)
@@ -607,7 +608,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         if left:
             return Proof(False, message("proof_leftover", lang, what=left), 0.0, refutes=False)
     if not program.touched or _distributed(os.environ if program.env is None else program.env):
-        return _rerun(changes, program, lang, forced)
+        return _rerun(changes, program, lang, forced, gate)
     asides, moved = _set_aside(program.touched, (program.start or {}).get("temp"), program.cwd)
     stop = _ended_by_signals() if moved else None
     if moved:  # where they are, should retaincheck be killed (SIGKILL) before the put-back
@@ -617,7 +618,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
         gone = tuple(path for path, _ in moved)
         watched = [p for p in program.touched if not (
             p.rstrip("\0") in gone or p.startswith(tuple(g + os.sep for g in gone)))]
-        return _rerun(changes, replace(program, touched=watched), lang, forced)
+        return _rerun(changes, replace(program, touched=watched), lang, forced, gate)
     finally:
         _put_back(asides, moved)
         if stop is not None:
@@ -625,7 +626,7 @@ def prove(changes: dict[str, bytes], program: Program, lang: str = "en",
 
 
 def _rerun(changes: dict[str, bytes], program: Program, lang: str,
-           forced: list[tuple[str, int]]) -> Proof:
+           forced: list[tuple[str, int]], gate: bool = False) -> Proof:
     def m(key, **values):
         return message(key, lang, **values)
 
@@ -800,8 +801,9 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         same = sorted(proc.stdout.splitlines()) == sorted(program.stdout.splitlines())
         return Proof(False, m("proof_stdout_order" if same else "proof_stdout", diff=diff),
                      seconds, refutes=False)
-    # no file changed (the gates): the flags were only forced off at run time
-    return Proof(True, m("proof_ok" if changes else "proof_ok_flag", status=proc.returncode,
+    # the gates: no file of the user's changed
+    return Proof(True, m("proof_ok" if changes and not gate else "proof_ok_flag",
+                         status=proc.returncode,
                          seconds=f"{seconds:.1f}"), seconds)
 
 
