@@ -32,13 +32,12 @@ for run in runs.values():
     assert run.returncode == 0 and run.stderr == ""
 assert "NOT NEEDED: no later backward()" in runs["en"].stdout
 assert "结论：不需要（NOT_NEEDED）。" in runs["zh"].stdout
-as_json = subprocess.run(
-    [sys.executable, "-m", "retaincheck", "--json", example.name],
-    cwd=example.parent,
-    capture_output=True,
-    text=True,
-)
-(call,) = json.loads(as_json.stdout)["calls"]  # (1)!
+from retaincheck.__main__ import main
+
+as_json = io.StringIO()
+with contextlib.redirect_stdout(as_json), contextlib.redirect_stderr(io.StringIO()):
+    assert main(["--json", str(example)]) == 0  # the script's own print goes to stderr
+(call,) = json.loads(as_json.getvalue())["calls"]  # (1)!
 assert call["line"] == 25 and call["needed"] is False
 assert call["retained_bytes"] == 232
 

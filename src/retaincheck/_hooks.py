@@ -697,13 +697,14 @@ class Session:
             # the call on the line that ran (where Python keeps positions: 3.11 on), by its
             # place in the line: _audit._mark_passed_through looks at that call alone
             # (rev36a F3: a methodcaller-bound flag inside a literal call on the same line)
-            at = self.positions.get((frame.f_code, frame.f_lasti))
-            if at is None:
-                at = self.positions[(frame.f_code, frame.f_lasti)] = _position(frame)
+            place = (frame.f_code, frame.f_lasti)
+            at = self.positions.get(place, place)
+            if at is place:  # (first met: a position may be None)
+                at = self.positions[place] = _position(frame)
+                # the code that ran there, which the text read for the site must compile to
+                # (_audit._mark_passed_through; rev37a G4, rev37b G2)
+                record.__dict__.setdefault("_ran_codes", {})[id(frame.f_code)] = frame.f_code
             record.__dict__.setdefault("_calls_at", set()).add(at)
-            # the code that ran there, which the text read for the site must compile to
-            # (_audit._mark_passed_through; rev37a G4, rev37b G2)
-            record.__dict__.setdefault("_ran_codes", {})[id(frame.f_code)] = frame.f_code
         if retaining and shape not in record._shapes:
             record._shapes.add(shape)
             record._frames.update(lines)  # each function on the way to it: _untaken
