@@ -36,7 +36,7 @@ from retaincheck.__main__ import main
 
 as_json = io.StringIO()
 with contextlib.redirect_stdout(as_json), contextlib.redirect_stderr(io.StringIO()):
-    assert main(["--json", str(example)]) == 0  # the script's own print goes to stderr
+    assert main(["--json", str(example)]) == 0
 (call,) = json.loads(as_json.getvalue())["calls"]  # (1)!
 assert call["line"] == 25 and call["needed"] is False
 assert call["retained_bytes"] == 232
