@@ -104,6 +104,16 @@ EXPECTED = [
 ]
 
 
+def test_the_gate_says_why_without_pytests_terminal(project):
+    """rev37b N5: with ``-p no:terminal`` no section is printed, and the 6 came without a
+    word; one line on standard error names the sites."""
+    result = run(project, "-p", "no:terminal", "--retaincheck-fail", "--retaincheck-skip-proof")
+    assert result.ret == 6
+    assert result.errlines == [
+        "--retaincheck-fail: exit status 6: not needed: helpers.py:9, test_train.py:22 "
+        "(pytest's terminal plugin is off, so the retaincheck section is not printed)"]
+
+
 def test_off_unless_asked(project):
     result = run(project)
     result.assert_outcomes(passed=3)

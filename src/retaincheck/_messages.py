@@ -99,6 +99,8 @@ EN: dict[str, str] = {
     "p_unneeded_many": "{n} retain_graph=True call sites not needed ({counts}):",
     "p_kept": "    kept {size} of saved tensors; not needed in:",
     "p_fail": "--retaincheck-fail: exit status {status} when all tests passed",
+    "p_fail_quiet": "--retaincheck-fail: exit status {status}: not needed: {sites} (pytest's "
+    "terminal plugin is off, so the retaincheck section is not printed)",
     "p_kept_seen": "    kept {size} of saved tensors; looked not needed in:",
     "p_fail_skip": "--retaincheck-fail: exit status {status} when all tests passed (unproven: "
     "--retaincheck-skip-proof, no rerun without the flag)",
@@ -317,6 +319,8 @@ ZH: dict[str, str] = {
     "p_fail": "--retaincheck-fail：所有测试都通过了，但有上面这些不需要的参数，"
     "所以退出状态为 {status}",
     "p_kept_seen": "    保留的保存张量：{size}；在以下测试中看起来不需要",
+    "p_fail_quiet": "--retaincheck-fail：退出状态为 {status}：不需要的位置：{sites}"
+    "（pytest 的终端插件已关闭，所以不打印 retaincheck 结果部分）",
     "p_fail_skip": "--retaincheck-fail：所有测试都通过了，但有上面这些不需要的参数，"
     "所以退出状态为 {status}（未经验证：用了 "
     "--retaincheck-skip-proof，没有去掉参数重新运行）",

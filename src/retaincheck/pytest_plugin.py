@@ -233,6 +233,11 @@ class _Gate:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
         self.auditor.gate(session)
+        if self.auditor.failed and not session.config.pluginmanager.has_plugin(
+                "terminalreporter"):
+            # -p no:terminal: no section is printed; the 6 still says why (rev37b N5)
+            print(message("p_fail_quiet", self.auditor.lang, status=EXIT_UNNEEDED,
+                          sites=", ".join(sorted(self.auditor.unneeded()))), file=sys.stderr)
 
 
 def _test_code(item):
