@@ -509,8 +509,9 @@ EN.update({
     "why_passed": ": no later backward() or grad() walked this graph, but the flag is not "
     "the literal True here (a name, an expression, a value by position, *args or **kwargs): "
     "the line that writes it is elsewhere, and the program may look at its value",
-    "s_passed": "keep it; to check the flag, run retaincheck where the call that writes "
-    "retain_graph=True calls backward() itself",
+    "s_passed": "keep it: its value comes from elsewhere (an argument, a config, a caller, a "
+    "wrapper) and may be True on another run; to check this call, write retain_graph=True "
+    "in it and run retaincheck again",
     "k_passed": "kept: could not tell (the flag is not the literal True here: it comes from "
     "another line)",
     "why_observed": ": no later backward() or grad() walked this graph, but the call went "
@@ -569,8 +570,8 @@ ZH.update({
     "why_passed": "。之后没有 backward() 或 grad() 遍历这张计算图，但这里的参数不是字面量 "
     "True（是名字、表达式、按位置传入的值、*args 或 **kwargs）：写它的是别处的代码，"
     "程序也可能会查看它的值",
-    "s_passed": "先留着；要检查这个参数，请在写 retain_graph=True 的那处调用直接调用 "
-    "backward() 的情况下运行 retaincheck",
+    "s_passed": "先留着：它的值来自别处（参数、配置、调用方或包装函数），换一次运行就可能是 True；"
+    "要检查这次调用，就在调用里直接写 retain_graph=True，再运行一次 retaincheck",
     "k_passed": "不改：无法判断（这里的参数不是字面量 True，它来自别的行）",
     "why_observed": "。之后没有 backward() 或 grad() 遍历这张计算图，但这次调用经过了 "
     "__torch_function__（张量子类的或 TorchFunctionMode 的），它能看到这个参数，也可能据此行事",
