@@ -690,6 +690,35 @@ def test_a_profiler_that_sees_the_flag_keeps_the_site():
     assert (watched.verdict, watched.passed_through) == ("could not tell: kept", True)
     assert "a profile or trace function of the program's" in report.format()
     assert plain.verdict == "not needed", report.format()
+    # cProfile counts calls and times them: it does not count (rev38b C1)
+    import cProfile
+
+    profiler = cProfile.Profile()
+    with retaincheck.audit() as report:
+        profiler.enable()
+        try:
+            torch.tanh(w).sum().backward(retain_graph=True)
+        finally:
+            profiler.disable()
+    (profiled,) = report.calls
+    assert profiled.verdict == "not needed", report.format()
+
+
+@pytest.mark.proof  # torch.profiler takes 2 s to start
+def test_torchs_profiler_does_not_keep_a_site():
+    """rev38a S1: torch.profiler's stack recorder (with_stack=True) is a profile function too,
+    which records which functions ran, not their arguments: it does not count."""
+    import sys
+
+    from torch.profiler import ProfilerActivity, profile
+
+    w = torch.ones(3, requires_grad=True)
+    with retaincheck.audit() as report, profile(activities=[ProfilerActivity.CPU],
+                                                with_stack=True):
+        assert type(sys.getprofile()).__name__ == "TraceContext"
+        torch.tanh(w).sum().backward(retain_graph=True)
+    (profiled,) = report.calls
+    assert profiled.verdict == "not needed", report.format()
 
 
 def test_two_copies_of_a_helper_are_two_sites(tmp_path, monkeypatch):

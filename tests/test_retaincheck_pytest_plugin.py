@@ -245,7 +245,8 @@ def test_a_test_that_did_not_run_keeps_every_site_it_may_reach(project, how):
     skipped on this machine needs (a GPU test on a CPU runner). A site in a helper, or in a
     test function that a test that did not run also runs (another parameter), is kept; one
     in the body of a test that ran, which nothing else runs, is still listed."""
-    why = "could not tell (1 test(s) did not run, deselected or skipped, and may reach this line)"
+    why = ("could not tell (1 test(s) not audited, deselected, skipped or marked no_retaincheck, "
+           "may reach this line)")
     if how == "deselected":
         result = run(project, "--retaincheck", "-k", "not two_losses")
         result.assert_outcomes(passed=2, deselected=1)
@@ -272,6 +273,73 @@ def test_a_test_that_did_not_run_keeps_every_site_it_may_reach(project, how):
         result = run(project, "--retaincheck", "test_steps.py")
     assert result.ret == 0
     assert section(result)[1:] == [f"kept, not listed: test_steps.py:13: {why}"]
+
+
+INHERITED = """import pytest
+import torch
+
+
+class DeviceTests:
+    def test_step(self):
+        w = torch.ones(2, requires_grad=True)
+        loss = (w * w).sum()
+        loss.backward(retain_graph=True)
+        THEN[self.device](loss)
+
+
+def twice(loss):
+    loss.backward()
+
+
+THEN = {"cpu": id, "cuda": twice}
+
+
+class TestCPU(DeviceTests):
+    device = "cpu"
+
+
+@pytest.mark.skip(reason="no GPU")
+class TestCUDA(DeviceTests):
+    device = "cuda"
+"""
+
+
+@pytest.mark.parametrize("how", ["module_skipped", "conftest_filter", "inherited", "maxfail"])
+def test_tests_left_out_other_ways_keep_the_sites_they_may_reach(project, how):
+    """rev38b G1: a module skipped whole at collection (importorskip); G2: a conftest that
+    drops tests from the items itself (a --run-slow option), without pytest_deselected; G3:
+    a skipped class that inherits the test function that ran; G5: tests that -x never
+    started."""
+    why = ("could not tell (1 test(s) not audited, deselected, skipped or marked no_retaincheck, "
+           "may reach this line)")
+    if how == "maxfail":
+        project.makepyfile(test_train="from helpers import one_loss\nimport torch\n\n\n"
+                           "def test_once():\n    one_loss(torch.ones(3, requires_grad=True))\n\n\n"
+                           "def test_broken():\n    assert False\n\n\n"
+                           "def test_twice():\n    w = torch.ones(3, requires_grad=True)\n"
+                           "    one_loss(w)\n    one_loss(w)\n")
+        result = run(project, "--retaincheck", "-x")
+        result.assert_outcomes(passed=1, failed=1)
+        assert section(result)[-1] == f"kept, not listed: helpers.py:9: {why}"
+        return
+    if how == "inherited":
+        project.makepyfile(test_devices=INHERITED)
+        result = run(project, "--retaincheck", "test_devices.py")
+        result.assert_outcomes(passed=1, skipped=1)
+        assert section(result)[1:] == [f"kept, not listed: test_devices.py:9: {why}"]
+        return
+    if how == "module_skipped":
+        project.makepyfile(test_gpu="import pytest\n\npytest.skip('no GPU', "
+                           "allow_module_level=True)\n")
+        args = ["test_train.py", "test_gpu.py", "-k", "not two_losses"]
+    else:
+        project.makeconftest("def pytest_collection_modifyitems(items):\n"
+                             "    items[:] = [i for i in items if 'two_losses' not in i.name]\n")
+        args = []
+    result = run(project, "--retaincheck", *args)
+    assert result.ret == 0
+    assert section(result)[-1] == f"kept, not listed: helpers.py:9: {why}".replace(
+        "(1 test(s)", "(2 test(s)" if how == "module_skipped" else "(1 test(s)")
 
 
 def test_a_site_needed_by_one_test_is_never_reported(project):
@@ -519,10 +587,12 @@ def test_own_audit(w):
     assert result.ret == 1  # the failed test's status, not 6
     lines = section(result)
     assert "test_train.py:22  loss.backward(retain_graph=True)" not in lines
-    assert lines[0] == (
-        "1 retain_graph=True call site not needed (3 tests audited, 4 backward()/grad() "
-        "calls seen):"
-    )
+    # the marked test ran unaudited, and may reach the helper (rev38b G4): kept
+    assert lines == [
+        "no retain_graph=True found not needed (3 tests audited, 4 backward()/grad() calls "
+        "seen)",
+        "kept, not listed: helpers.py:9: could not tell (1 test(s) not audited, deselected, "
+        "skipped or marked no_retaincheck, may reach this line)"]
 
 
 IMPORT_STYLES = {

@@ -767,7 +767,11 @@ def test_a_method_call_split_before_its_name_keeps_its_verdict(tmp_path):
     "run(create_graph=(probe * 2).sum().backward(retain_graph=True) is not None)",
     "for _ in itertools.starmap(run, [()]): (probe * 2).sum().backward(retain_graph=True)",
     "((probe * 2).sum()\n         .backward(run(), retain_graph=True))",
-], ids=["beside", "inside", "around", "for_map", "split"])
+    "(probe * 2).sum().backward(*itertools.starmap(run, [()]), retain_graph=True)",
+    "@(lambda **options: operator.methodcaller('backward', None, retain_graph))("
+    "retain_graph=True)\n        class Step:\n"
+    "            backward = staticmethod(functools.partial(torch.autograd.backward, loss))",
+], ids=["beside", "inside", "around", "for_map", "split", "star", "decorator"])
 def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, monkeypatch,
                                                                          line, positions):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says
@@ -776,12 +780,15 @@ def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_pat
     "not needed". rev36a F3: so it did inside or around the literal call. Each call of the
     line that ran (Python says which, by its place in the line) must write the literal
     True. rev37a G1: the instruction that ran may be no call (a for loop over a map); G2:
-    where Python keeps no positions (-X no_debug_ranges), every call of the line must."""
+    where Python keeps no positions (-X no_debug_ranges), every call of the line must.
+    rev38a H1, H2: a call's unpacking of *args, and a decorator's application, run code at
+    the place of the literal call."""
     from retaincheck import _hooks
 
     if not positions:
         monkeypatch.setattr(_hooks, "_position", lambda frame: None)
-    source = ("import functools\nimport itertools\n\nimport torch\n\ntorch.manual_seed(0)\n"
+    source = ("import functools\nimport itertools\nimport operator\n\nimport torch\n\n"
+              "torch.manual_seed(0)\n"
               "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
               "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
               "probe = torch.ones(2, requires_grad=True)\n\n\n"

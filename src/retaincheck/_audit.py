@@ -197,7 +197,6 @@ def _mark_passed_through(session: Session) -> None:
             continue
         if exact and None not in ran:
             calls = exact
-        written = any(k.arg == "retain_graph" for c in calls for k in c.keywords)
         splat = any(k.arg is None for c in calls for k in c.keywords) or any(
             isinstance(a, ast.Starred) for c in calls for a in c.args)
         named = any(k.arg == "retain_graph" and not (
@@ -213,7 +212,11 @@ def _mark_passed_through(session: Session) -> None:
         # literal call may be the one that kept the graph (rev35a A3, rev35b NEW-2, rev36a
         # F3: a partial or operator.methodcaller named otherwise; rev37a G2)
         implied = not all(_starts_a_pass(c) and _literal_flag(c) for c in calls)
-        if ((splat and not written) or named or implied
+        # a call that unpacks *args or **kwargs runs code at its own place before it starts
+        # (a map of methodcallers consumed by the unpacking: rev38a H1); a decorator's
+        # expression is also the place of its application to the function or class below
+        # (rev38a H2: a decorator that returns a methodcaller, applied to a class)
+        if (splat or named or implied or any(id(c) in _decorators(tree) for c in calls)
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
 
@@ -253,6 +256,17 @@ def _compiles_to(tree, source: str | None, codes: dict | None, calls) -> bool:
 
 
 _CODES: dict = {}  # id(tree) -> (tree, {(name, first line): [code objects]} or None)
+_DECORATORS: dict = {}  # id(tree) -> (tree, ids of its decorator expressions)
+
+
+def _decorators(tree) -> set:
+    import ast
+
+    cached = _DECORATORS.get(id(tree))
+    if cached is None or cached[0] is not tree:
+        cached = _DECORATORS[id(tree)] = (tree, {id(d) for n in ast.walk(tree) if isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for d in n.decorator_list})
+    return cached[1]
 
 
 def _compiled_codes(tree, source: str | None) -> dict | None:

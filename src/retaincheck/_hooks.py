@@ -1081,8 +1081,7 @@ def _resolve(name: str, frame, start: str) -> str | None:
     """The file a relative code file name is, from the folder now or the one the run started
     in: the one whose text compiles to this code (rev36a F5: a script run by
     runpy.run_path("main.py") that then moved into a folder holding an older main.py; S2: a
-    launcher that moved first). None when it cannot be told: none of them, or more than
-    one, is that file (two copies of one text: which ran, and which would --fix edit?)."""
+    launcher that moved first). None when none of them is."""
     found = {}
     for path in dict.fromkeys((os.path.abspath(name), os.path.join(start, name))):
         try:
@@ -1118,7 +1117,11 @@ def _resolve(name: str, frame, start: str) -> str | None:
             matches.append(path)
     # one file, or several with one text, is still checked: a launcher that moved into exp/
     # before runpy.run_path("main.py"), whose main.py then moved into a folder holding an
-    # older copy, left one candidate, the copy, which never ran (rev37a G3)
+    # older copy, left one candidate, the copy, which never ran (rev37a G3). Of two that
+    # compile to it, the one from the folder now (a smoke test's copy of a root-level
+    # script in its tmp folder: rev38b C2): its line is the same, and --fix proves its edit
+    if len(matches) > 1 and os.path.abspath(name) in matches:
+        return os.path.abspath(name)
     return matches[0] if len(matches) == 1 else None
 
 
@@ -1129,8 +1132,7 @@ def _watched() -> bool:
     them, which turning graph-keeping off at run time does not show (rev37a G7). coverage.py's
     tracers, which record lines and arcs only, do not count."""
     for function in (sys.getprofile(), sys.gettrace()):
-        if function is not None and not str(getattr(function, "__module__", "")).startswith(
-                "coverage."):
+        if function is not None and not _counts_calls(function):
             return True
     monitoring = getattr(sys, "monitoring", None)
     if monitoring is not None:
@@ -1146,6 +1148,27 @@ def _code_key(code) -> tuple:
     constants (a learning rate of 0.1 or 0.05 is the same instruction)."""
     return (code.co_name, code.co_firstlineno, code.co_code, code.co_names,
             tuple(repr(k) for k in code.co_consts if not hasattr(k, "co_code")))
+
+
+def _counts_calls(function) -> bool:
+    """Whether a profile or trace function only records which lines or functions ran:
+    coverage.py's tracers, cProfile's and profile's profilers (the standard library's: they
+    count calls and time them), torch.profiler's stack recorder (rev38a S1, rev38b C1)."""
+    module = str(getattr(function, "__module__", None) or type(function).__module__)
+    return (module.startswith("coverage.") or module in ("_lsprof", "cProfile", "profile")
+            or _torch_profiler(function))
+
+
+def _torch_profiler(function) -> bool:
+    """Whether a profile function is torch.profiler's stack recorder (``with_stack=True``:
+    ``TraceContext`` of ``PythonTracer``, torch/csrc/autograd/profiler_python.cpp), which
+    records which functions ran, not what they were called with (rev38a S1)."""
+    torch = sys.modules.get("torch")
+    try:
+        return (type(function).__name__ == "TraceContext" and torch is not None
+                and bool(torch._C._autograd._profiler_enabled()))
+    except AttributeError:
+        return False
 
 
 def _position(frame) -> tuple | None:

@@ -251,6 +251,12 @@ def _test_code(item):
         return None
 
 
+def _function_key(item) -> list | None:
+    """(file name, first line, name) of a test item's function; None if it has none."""
+    code = _test_code(item)
+    return None if code is None else [code.co_filename, code.co_firstlineno, code.co_name]
+
+
 def _own_lines(item, real: tuple[str, int] | None, deselected: set) -> bool:
     """Whether a call at ``real`` (real path, line) lies in the body of ``item``'s own test
     function (a function nested in it included), which no deselected test runs: only then
@@ -387,9 +393,11 @@ class _Plugin:
         # worker reported; the code of their functions (rev35b NEW-6)
         self.deselected = 0
         self.deselected_codes: set = set()
+        self.deselected_ids: set[int] = set()
         # tests skipped (skipif on a machine without a GPU: rev37b S4), and their functions
         self.skipped = 0
-        self.skipped_functions: set[str] = set()
+        self.skipped_functions: set[tuple] = set()
+        self.seen = 0  # tests whose teardown was reported (the rest never ran: -x, --maxfail)
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
         self.before = self.env = self.start = None
@@ -407,11 +415,25 @@ class _Plugin:
                                                                 "fds": sorted(open_fds())}
 
     # -- in the process that runs the test (a worker under xdist) ---------------------------
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        """Tests a conftest drops from ``items`` itself, without pytest_deselected (a
+        ``--run-slow`` option's filter: rev38b G2), count as deselected too."""
+        before = list(items)
+        try:
+            return (yield)
+        finally:
+            kept = {id(i) for i in items} | self.deselected_ids
+            gone = [i for i in before if id(i) not in kept]
+            if gone:
+                self.pytest_deselected(gone)
+
     def pytest_deselected(self, items):
         """A deselected test does not run: a helper that it alone needs the flag for looks not
         needed in the tests that ran (rev35b NEW-6, ``-m "not slow"``). Its function's code is
         kept, for ``_own_lines``."""
         self.deselected += len(items)
+        self.deselected_ids.update(map(id, items))
         self.deselected_codes.update(c for c in map(_test_code, items) if c is not None)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -519,6 +541,11 @@ class _Plugin:
                 "outlived": item.stash.get(_OUTLIVED, []),
                 "ran": "call" in outcomes,
                 "deselected": self.deselected,
+                # the test's function (first line and file name), as a test that did not run
+                # names it: a skipped one of the same function may reach its body (rev38b G3)
+                "function": _function_key(item),
+                # (skipped, xfailed, or an error before its call: its body may not have run)
+                "skipped": "skipped" in outcomes.values() or "call" not in outcomes,
                 # a call in a helper (not in this test function's own body, or in one that a
                 # deselected test also runs) may be needed by a test that did not run
                 "apart": [c.verdict == "not needed"
@@ -529,10 +556,11 @@ class _Plugin:
         return rep
 
     # -- in the main process ----------------------------------------------------------------
-    def pytest_runtest_logreport(self, report):
-        if report.skipped and report.when in ("setup", "call"):
+    def pytest_collectreport(self, report):
+        if report.skipped:  # a module skipped whole (importorskip: rev38b G1)
             self.skipped += 1
-            self.skipped_functions.add(report.nodeid.split("[")[0])
+
+    def pytest_runtest_logreport(self, report):
         raw = getattr(report, "retaincheck", None)
         if report.when != "teardown" or raw is None:
             return
@@ -540,6 +568,13 @@ class _Plugin:
         self.outlived.update(  # an earlier test's graph outlived it
             _site_name(file, line, real, self.root)
             for file, line, real in data.get("outlived", ()))
+        self.seen += 1
+        if data.get("skipped") or not data["audited"]:
+            # a test that did not run, or ran unaudited (marked no_retaincheck: its own
+            # audit hides the flag from the proof's rerun too: rev38b G4), may reach a site
+            if data.get("function"):
+                self.skipped_functions.add(tuple(data["function"]))
+            self.skipped += 1
         if not data["audited"]:
             if not data["marked"]:
                 self.unaudited.append(report.nodeid)
@@ -558,7 +593,7 @@ class _Plugin:
             site["real"].add(tuple(real) if real else None)
             if call["verdict"] == "not needed":  # (_not_run)
                 site["apart"] = site.get("apart") or away
-                site.setdefault("functions", set()).add(report.nodeid.split("[")[0])
+                site.setdefault("functions", set()).add(tuple(data.get("function") or ()))
             if call["verdict"] == "could not tell: kept" and not call["needed"]:
                 site.setdefault("unsure", _why_kept(call, self.lang))  # said (rev34b F7)
             else:
@@ -577,10 +612,11 @@ class _Plugin:
                 and not self._not_run(v)}
 
     def _not_run(self, site: dict) -> bool:
-        """Whether a test that did not run may reach the site: one deselected (rev35b NEW-6,
-        ``-m "not slow"``) or skipped (rev37b S4, a GPU test on a machine without one) when
-        the site lies outside the body of the tests that ran, or a skipped test of the same
-        function (another parameter)."""
+        """Whether a test that was not audited may reach the site: one deselected (rev35b
+        NEW-6, ``-m "not slow"``; rev38b G2, a conftest's own filter), skipped (rev37b S4, a
+        GPU test on a machine without one; rev38b G1, a module skipped whole) or marked
+        no_retaincheck (rev38b G4), when the site lies outside the body of the tests that
+        ran, or one of the same function (another parameter, an inherited method: G3)."""
         return bool((site.get("apart") and (self.deselected or self.skipped))
                     or site.get("functions", set()) & self.skipped_functions)
 
@@ -590,6 +626,9 @@ class _Plugin:
         conftest's pytest_sessionfinish may walk it (rev31b F-x20), before any other such hook
         runs, which may walk it and let it go (rev34b F5); an xdist worker hands its own to the
         main process (rev32b F-x20x: pytest_testnodedown). The gate comes last (_gate)."""
+        # tests that never started (-x, --maxfail: rev38b G5) may reach a site too
+        self.skipped += max(0, (session.testscollected or 0) - self.seen) if not hasattr(
+            session.config, "workeroutput") else 0
         last = self._outlived()
         if hasattr(session.config, "workeroutput"):
             session.config.workeroutput["retaincheck_outlived"] = json.dumps(last)
@@ -736,6 +775,7 @@ class _Plugin:
         n_tests += m("p_calls_one" if self.calls == 1 else "p_calls_many", n=self.calls)
         proof = self.proof
         refuted = proof is not None and not proof.proven and proof.ran
+        last = []  # the proof and the status come after every site (rev38b N: they did not)
         if not unneeded:
             tr.write_line(m("p_none", counts=n_tests))
         else:
@@ -753,12 +793,12 @@ class _Plugin:
                 for nodeid in found["unneeded_in"]:
                     tr.write_line(f"      {nodeid}")
             if self.failed and self.skip_proof:
-                tr.write_line(m("p_fail_skip", status=EXIT_UNNEEDED))
+                last.append(m("p_fail_skip", status=EXIT_UNNEEDED))
             elif self.failed or refuted:
                 how = m("f_proven" if proof.proven else "f_not_proven", reason=proof.reason)
-                tr.write_line(m("p_proof", how=how))
+                last.append(m("p_proof", how=how))
                 if not refuted:
-                    tr.write_line(m("p_fail", status=EXIT_UNNEEDED))
+                    last.append(m("p_fail", status=EXIT_UNNEEDED))
         outlived = sorted(k for k, v in self.sites.items()
                           if v["unneeded_in"] and not v["needed"] and k in self.outlived)
         if outlived:  # left out of the list above: said, not dropped silently (rev29b N-n03)
@@ -777,3 +817,5 @@ class _Plugin:
             tr.write_line(m("p_unsure_more", n=len(unsure) - 10))
         if self.unaudited:
             tr.write_line(m("p_unaudited", n=len(self.unaudited)))
+        for line in last:
+            tr.write_line(line)
