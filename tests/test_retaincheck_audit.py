@@ -704,6 +704,32 @@ def test_a_profiler_that_sees_the_flag_keeps_the_site():
     assert profiled.verdict == "not needed", report.format()
 
 
+@pytest.mark.proof  # torch.compile's first run takes seconds
+def test_a_step_under_torch_compile_is_read_from_its_file(tmp_path, monkeypatch):
+    """rev38a S3: a training step under @torch.compile ran as the code dynamo rewrote, which
+    the file's text does not compile to: "cannot be read". The code it was rewritten from
+    is what the file must compile to (torch/_dynamo/utils.py, orig_code_map)."""
+    (tmp_path / "compiled_step.py").write_text(
+        "import torch\n\n\n@torch.compile(backend='eager')\ndef step(w):\n"
+        "    loss = torch.tanh(w).sum()\n    loss.backward(retain_graph=True)\n"
+        "    return loss.detach()\n")
+    import importlib
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module("compiled_step")
+        w = torch.ones(3, requires_grad=True)
+        with retaincheck.audit() as report:
+            for _ in range(2):
+                module.step(w)
+    finally:
+        sys.modules.pop("compiled_step", None)  # (no later audit searches it)
+        torch._dynamo.reset()
+    (call,) = report.calls
+    assert (call.verdict, call.code) == ("not needed", "loss.backward(retain_graph=True)"), \
+        report.format()
+
+
 @pytest.mark.proof  # torch.profiler takes 2 s to start
 def test_torchs_profiler_does_not_keep_a_site():
     """rev38a S1: torch.profiler's stack recorder (with_stack=True) is a profile function too,

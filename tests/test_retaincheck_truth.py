@@ -771,7 +771,9 @@ def test_a_method_call_split_before_its_name_keeps_its_verdict(tmp_path):
     "@(lambda **options: operator.methodcaller('backward', None, retain_graph))("
     "retain_graph=True)\n        class Step:\n"
     "            backward = staticmethod(functools.partial(torch.autograd.backward, loss))",
-], ids=["beside", "inside", "around", "for_map", "split", "star", "decorator"])
+    "it = itertools.starmap(run, [()])\n        total = (probe * 2).sum()\n"
+    "        for _ in it: total.backward(retain_graph=True)",
+], ids=["beside", "inside", "around", "for_map", "split", "star", "decorator", "for_name"])
 def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, monkeypatch,
                                                                          line, positions):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says

@@ -197,6 +197,11 @@ def _mark_passed_through(session: Session) -> None:
             continue
         if exact and None not in ran:
             calls = exact
+        elif not _plain_lines(tree, calls):
+            # no positions (before 3.11, -X no_debug_ranges): what runs on the line besides
+            # the calls (a for loop over a map, a subscript: rev38a H5) cannot be told apart
+            record.passed_through = True
+            continue
         splat = any(k.arg is None for c in calls for k in c.keywords) or any(
             isinstance(a, ast.Starred) for c in calls for a in c.args)
         named = any(k.arg == "retain_graph" and not (
@@ -219,6 +224,19 @@ def _mark_passed_through(session: Session) -> None:
         if (splat or named or implied or any(id(c) in _decorators(tree) for c in calls)
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
+
+
+def _plain_lines(tree, calls) -> bool:
+    """Whether the lines of ``calls`` hold nothing but calls, names, attributes, constants
+    and plain statements around them: no loop, subscript, operator or comprehension that
+    may call code of its own."""
+    import ast
+
+    plain = (ast.Expr, ast.Assign, ast.Call, ast.Name, ast.Attribute, ast.Constant, ast.keyword,
+             ast.expr_context, ast.Return)
+    lines = range(min(c.lineno for c in calls), max(c.end_lineno or c.lineno for c in calls) + 1)
+    return all(isinstance(n, plain) for n in ast.walk(tree)
+               if getattr(n, "lineno", None) in lines and not isinstance(n, ast.Module))
 
 
 def _call_positions(call) -> set:

@@ -703,7 +703,9 @@ class Session:
                 at = self.positions[place] = _position(frame)
                 # the code that ran there, which the text read for the site must compile to
                 # (_audit._mark_passed_through; rev37a G4, rev37b G2)
-                record.__dict__.setdefault("_ran_codes", {})[id(frame.f_code)] = frame.f_code
+                ran = _original_code(frame.f_code)
+                if ran is not None:
+                    record.__dict__.setdefault("_ran_codes", {})[id(ran)] = ran
             record.__dict__.setdefault("_calls_at", set()).add(at)
         if retaining and shape not in record._shapes:
             record._shapes.add(shape)
@@ -1141,6 +1143,26 @@ def _watched() -> bool:
             if name and not name.startswith("coverage"):
                 return True
     return False
+
+
+def _original_code(code):
+    """The code torch.compile rewrote into ``code`` (``orig_code_map`` in
+    torch/_dynamo/utils.py, filled by convert_frame.py), which is what the file compiles to
+    (rev38a S3: a training step under @torch.compile was "cannot be read"); None for a
+    function dynamo generated to resume after a graph break, which has no text of its own;
+    else ``code`` itself."""
+    table = getattr(sys.modules.get("torch._dynamo.utils"), "orig_code_map", None)
+    if table is None:
+        return code
+    try:
+        original = table.get(code)
+    except Exception:  # another torch's table: the code as it ran
+        return code
+    if original is None:
+        return code
+    name = original.co_name
+    return None if name.startswith("torch_dynamo_resume_in") or "__resume_at" in name else (
+        original)
 
 
 def _code_key(code) -> tuple:

@@ -556,6 +556,17 @@ class _Plugin:
         return rep
 
     # -- in the main process ----------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_ignore_collect(self, collection_path, config):
+        """A test module a conftest's collect_ignore (an optional library missing) or
+        --ignore leaves out counts as skipped (rev38b G1c)."""
+        ignored = yield
+        if ignored and collection_path.suffix == ".py" and (
+                collection_path.name.startswith("test_")
+                or collection_path.stem.endswith("_test")):
+            self.skipped += 1
+        return ignored
+
     def pytest_collectreport(self, report):
         if report.skipped:  # a module skipped whole (importorskip: rev38b G1)
             self.skipped += 1
