@@ -882,6 +882,31 @@ def test_a_script_run_by_a_relative_name_from_another_folder_is_read(tmp_path, m
     assert (call.file, call.verdict) == ("exp2/train.py", "not needed"), report.format()
 
 
+def test_two_scripts_run_by_one_relative_name_keep_their_own_lines(tmp_path, monkeypatch):
+    """rev38a H6: a launcher runs exp1/main.py, then exp2/main.py, each as "main.py": the
+    lines that ran in exp1 counted as exp2's, and exp2's grad() that never ran (on line 7,
+    as exp1's backward() that ran) was taken for one that did: "not needed"."""
+    import runpy
+
+    head = "import torch\n\nw = torch.ones(3, requires_grad=True)\nloss = torch.tanh(w).sum()\n"
+    for name, tail in (("exp1", "loss.backward(retain_graph=True)\nif True:\n"
+                                "    loss.backward()\n"),
+                       ("exp2", "loss.backward(retain_graph=True)\nif w.sum() > 9:\n"
+                                "    torch.autograd.grad(loss, w)\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "main.py").write_text(head + tail)
+    monkeypatch.chdir(tmp_path)
+    with retaincheck.audit() as report:
+        for name in ("exp1", "exp2"):
+            os.chdir(name)
+            runpy.run_path("main.py", run_name="__main__")
+            os.chdir(tmp_path)
+    first, second = report.calls
+    assert (first.file, first.verdict) == ("exp1/main.py", "needed"), report.format()
+    assert (second.file, second.verdict) == ("exp2/main.py", "could not tell: kept"), \
+        report.format()
+
+
 def test_a_relative_code_file_name_is_the_file_that_compiles_to_the_code(tmp_path,
                                                                          monkeypatch):
     """rev36a F5: runpy.run_path("main.py") runs a script that moves into its run folder,
@@ -928,3 +953,14 @@ def test_a_relative_code_file_name_is_the_file_that_compiles_to_the_code(tmp_pat
         runpy.run_path("main.py", run_name="__main__")
     (call,) = report.calls
     assert (call.file, call.verdict) == ("main.py", "not needed"), report.format()
+    # rev38a H3: a launcher that moved into exp/ first; the copy in exp/run/ differs only in a
+    # function the run never calls, so both compile to what ran: the file the name named
+    # when runpy compiled it is the one
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp" / "main.py").write_text(script + "\n\ndef unused():\n    return 1\n")
+    (tmp_path / "exp" / "run" / "main.py").write_text(script + "\n\ndef unused():\n    return 2\n")
+    with retaincheck.audit() as report:
+        os.chdir("exp")
+        runpy.run_path("main.py", run_name="__main__")
+    (call,) = report.calls
+    assert (call.file, call.verdict) == ("exp/main.py", "not needed"), report.format()

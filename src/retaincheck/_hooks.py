@@ -261,6 +261,7 @@ class Session:
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
         self.resolved: dict[str, str] = {}  # relative code file name -> the file (_resolve)
+        self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.in_child = False  # this process is a child forked during the audit
@@ -282,6 +283,12 @@ class Session:
         )
 
         caller = frame.f_code.co_filename
+        if event == "compile" and isinstance(args[1], str) and args[1] and not (
+                args[1].startswith("<") or os.path.isabs(args[1])
+                or os.path.abspath(caller).startswith(self.own_dir)):  # (not _resolve's own)
+            from ._reads import note_relative
+
+            note_relative(args[1], args[0])  # (runpy's too: _hooks._resolve)
         if caller.startswith("<frozen"):
             return
         user = _kind(caller) != 0
@@ -401,8 +408,9 @@ class Session:
             sys.addaudithook(_audit_event)
             _AUDIT_HOOK.append(True)
         _AUDITED[:] = [self]
-        from ._reads import _compiled
+        from ._reads import _compiled, _compiled_at
 
+        _compiled_at.clear()
         _compiled.clear()  # only what this audit saw compiled: a name reused means other code
         ag = self.torch.autograd
         for name, kind in (("backward", "backward"), ("grad", "grad")):
@@ -644,7 +652,15 @@ class Session:
         if lines is None:
             f, depth, lines = frame, 0, []
             while f is not None and depth < 24:  # no filter: plain adds
-                lines.append((f.f_code.co_filename, f.f_lineno))
+                name = f.f_code.co_filename
+                if name and name[0] not in "</" and not os.path.isabs(name):
+                    # the file a relative name is, for this code (rev38a H6: exp1/main.py
+                    # and exp2/main.py run as "main.py": one's lines are not the other's)
+                    place = self.relative.get(f.f_code, f)
+                    if place is f:
+                        place = self.relative[f.f_code] = _resolve(name, f, self.start_dir)
+                    name = place or name
+                lines.append((name, f.f_lineno))
                 f, depth = f.f_back, depth + 1
             del f
             self.ran_lines.update(lines)
@@ -680,6 +696,8 @@ class Session:
                         # doctest example's lives in linecache only (_mark_passed_through)
                         read = filename if record._source.startswith("<") or getattr(
                             record, "_unread", False) else record._source
+                        if read != filename:
+                            linecache.checkcache(read)  # (an entry from before it changed)
                         record._lines = linecache.getlines(read, scope)
                         if read != filename:  # the line shown: from the file that ran
                             record.code = _without_comment(linecache.getline(read, key[1]))
@@ -1084,8 +1102,11 @@ def _resolve(name: str, frame, start: str) -> str | None:
     in: the one whose text compiles to this code (rev36a F5: a script run by
     runpy.run_path("main.py") that then moved into a folder holding an older main.py; S2: a
     launcher that moved first). None when none of them is."""
+    from ._reads import _compiled_at
+
+    at = _compiled_at.get(name, {})  # the files the name named when it was compiled
     found = {}
-    for path in dict.fromkeys((os.path.abspath(name), os.path.join(start, name))):
+    for path in dict.fromkeys((*at, os.path.abspath(name), os.path.join(start, name))):
         try:
             with open(path, "rb") as f:
                 found[path] = f.read()
@@ -1122,6 +1143,13 @@ def _resolve(name: str, frame, start: str) -> str | None:
     # older copy, left one candidate, the copy, which never ran (rev37a G3). Of two that
     # compile to it, the one from the folder now (a smoke test's copy of a root-level
     # script in its tmp folder: rev38b C2): its line is the same, and --fix proves its edit
+    # a file the name named when it was compiled, with the text compiled then, is the one
+    # (rev38a H3: an older copy in the run folder that differs only in an uncalled method
+    # compiles to what ran too); two such: which ran cannot be told
+    compiled_there = [p for p in matches if at.get(p) is not None
+                      and at[p] == found[p].decode("utf-8", "replace")]
+    if compiled_there:
+        return compiled_there[0] if len(compiled_there) == 1 else None
     if len(matches) > 1 and os.path.abspath(name) in matches:
         return os.path.abspath(name)
     return matches[0] if len(matches) == 1 else None

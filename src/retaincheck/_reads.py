@@ -458,6 +458,19 @@ _trees: dict[tuple, ast.AST | None] = {}
 _compiled: dict[str, str | None] = {}
 
 
+# Each relative file name compiled during the audit: the file it named then (from the folder
+# at that time) -> the text compiled. runpy.run_path("main.py") after os.chdir("exp") ran
+# exp/main.py, whichever folder the program is in when its calls run (rev38a H3, H4, H6).
+_compiled_at: dict[str, dict[str, str]] = {}
+
+
+def note_relative(filename, source) -> None:
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    if isinstance(filename, str) and isinstance(source, str):
+        _compiled_at.setdefault(filename, {})[os.path.abspath(filename)] = source
+
+
 def note_compiled(filename, source) -> None:
     if isinstance(source, bytes):
         source = source.decode("utf-8", "replace")
