@@ -240,40 +240,33 @@ class _Gate:
                           sites=", ".join(sorted(self.auditor.unneeded()))), file=sys.stderr)
 
 
-def _test_code(item):
-    """The code of a test item's function (its undecorated one), or None."""
-    import inspect
+def _holds_tests(path, config) -> bool:
+    """Whether a path pytest was told to leave out holds test files: a file named as
+    ``python_files`` says, or a folder (not hidden, not a virtual environment, not one of
+    ``norecursedirs``) with such a file in it, looked for among 5,000 entries at most."""
+    import fnmatch
 
-    function = getattr(item, "function", None) or getattr(item, "obj", None)
-    try:
-        return inspect.unwrap(function).__code__
-    except (AttributeError, TypeError, ValueError):
-        return None
+    patterns = config.getini("python_files")
 
+    def test_file(name: str) -> bool:
+        return name.endswith(".py") and any(fnmatch.fnmatch(name, p) for p in patterns)
 
-def _function_key(item) -> list | None:
-    """(file name, first line, name) of a test item's function; None if it has none."""
-    code = _test_code(item)
-    return None if code is None else [code.co_filename, code.co_firstlineno, code.co_name]
-
-
-def _own_lines(item, real: tuple[str, int] | None, deselected: set) -> bool:
-    """Whether a call at ``real`` (real path, line) lies in the body of ``item``'s own test
-    function (a function nested in it included), which no deselected test runs: only then
-    can no test that did not run reach it."""
-    import types
-
-    code = _test_code(item)
-    if real is None or code is None or code in deselected:
+    if not path.is_dir():
+        return test_file(path.name)
+    skip = config.getini("norecursedirs")
+    if path.name.startswith(".") or any(fnmatch.fnmatch(path.name, p) for p in skip) or (
+            path / "pyvenv.cfg").exists():
         return False
-    if os.path.realpath(code.co_filename) != real[0]:
-        return False
-    codes, lines = [code], set()
-    while codes:
-        c = codes.pop()
-        lines.update(line for *_, line in c.co_lines() if line)
-        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return real[1] in lines
+    seen = 0
+    for _, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(".")
+                   and not any(fnmatch.fnmatch(d, p) for p in skip)]
+        if any(map(test_file, files)):
+            return True
+        seen += len(files) + len(dirs)
+        if seen > 5000:
+            return True  # (too many to look through: it may)
+    return False
 
 
 def _why_kept(call: dict, lang: str) -> str:
@@ -389,14 +382,13 @@ class _Plugin:
         self.hooked: list = []  # the last test's audit sessions, whose nodes stay hooked
         self.looked: list = []  # its sites found outlived at the end of its protocol
         self.outlived: set[str] = set()  # sites whose kept graph outlived the test
-        # tests deselected (-m, -k, --deselect): in this process, and the most an xdist
-        # worker reported; the code of their functions (rev35b NEW-6)
+        # tests that were not audited (_not_run): deselected (-m, -k, --deselect) and test
+        # files or folders left out at collection, in this process or the most an xdist
+        # worker reported; skipped, stopped or unaudited tests
         self.deselected = 0
-        self.deselected_codes: set = set()
         self.deselected_ids: set[int] = set()
-        # tests skipped (skipif on a machine without a GPU: rev37b S4), and their functions
+        self.ignored = 0
         self.skipped = 0
-        self.skipped_functions: set[tuple] = set()
         self.seen = 0  # tests whose teardown was reported (the rest never ran: -x, --maxfail)
         # the session's folder before it ran, for the proof (rev27q Q1: a test that reads a
         # file the audited session wrote takes another path in the rerun)
@@ -430,11 +422,9 @@ class _Plugin:
 
     def pytest_deselected(self, items):
         """A deselected test does not run: a helper that it alone needs the flag for looks not
-        needed in the tests that ran (rev35b NEW-6, ``-m "not slow"``). Its function's code is
-        kept, for ``_own_lines``."""
+        needed in the tests that ran (rev35b NEW-6, ``-m "not slow"``): see ``_not_run``."""
         self.deselected += len(items)
         self.deselected_ids.update(map(id, items))
-        self.deselected_codes.update(c for c in map(_test_code, items) if c is not None)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item):
@@ -540,17 +530,11 @@ class _Plugin:
                 "backward_calls": getattr(report, "backward_calls", 0) if report is not None else 0,
                 "outlived": item.stash.get(_OUTLIVED, []),
                 "ran": "call" in outcomes,
+                # (xdist: the main process collects nothing; a worker's counts travel here)
                 "deselected": self.deselected,
-                # the test's function (first line and file name), as a test that did not run
-                # names it: a skipped one of the same function may reach its body (rev38b G3)
-                "function": _function_key(item),
-                # (skipped, xfailed, or an error before its call: its body may not have run)
-                "skipped": "skipped" in outcomes.values() or "call" not in outcomes,
-                # a call in a helper (not in this test function's own body, or in one that a
-                # deselected test also runs) may be needed by a test that did not run
-                "apart": [c.verdict == "not needed"
-                          and not _own_lines(item, real_line(c), self.deselected_codes)
-                          for c in report.calls] if report is not None else [],
+                "ignored": self.ignored,
+                # (an error before its call: its body may not have run)
+                "stopped": "call" not in outcomes and "skipped" not in outcomes.values(),
             }
             rep.retaincheck = json.dumps(data)  # a plain string: xdist carries it over
         return rep
@@ -558,13 +542,12 @@ class _Plugin:
     # -- in the main process ----------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_ignore_collect(self, collection_path, config):
-        """A test module a conftest's collect_ignore (an optional library missing) or
-        --ignore leaves out counts as skipped (rev38b G1c)."""
+        """A test file or folder that a conftest's collect_ignore (an optional library
+        missing) or --ignore leaves out counts (rev38b G1c; rev39b G1d, G1e: a folder, a
+        python_files pattern of the project's)."""
         ignored = yield
-        if ignored and collection_path.suffix == ".py" and (
-                collection_path.name.startswith("test_")
-                or collection_path.stem.endswith("_test")):
-            self.skipped += 1
+        if ignored and _holds_tests(collection_path, config):
+            self.ignored += 1
         return ignored
 
     def pytest_collectreport(self, report):
@@ -572,6 +555,8 @@ class _Plugin:
             self.skipped += 1
 
     def pytest_runtest_logreport(self, report):
+        if report.skipped and report.when in ("setup", "call"):
+            self.skipped += 1  # (a skipped or xfailed test, a skipped subtest: rev39b G6)
         raw = getattr(report, "retaincheck", None)
         if report.when != "teardown" or raw is None:
             return
@@ -580,31 +565,25 @@ class _Plugin:
             _site_name(file, line, real, self.root)
             for file, line, real in data.get("outlived", ()))
         self.seen += 1
-        if data.get("skipped") or not data["audited"]:
-            # a test that did not run, or ran unaudited (marked no_retaincheck: its own
-            # audit hides the flag from the proof's rerun too: rev38b G4), may reach a site
-            if data.get("function"):
-                self.skipped_functions.add(tuple(data["function"]))
-            self.skipped += 1
+        # a test stopped before its body, or run unaudited (marked no_retaincheck: its own
+        # audit hides the flag from the proof's rerun too: rev38b G4), may reach a site
+        self.skipped += bool(data.get("stopped") or not data["audited"])
+        self.ignored = max(self.ignored, data.get("ignored", 0))
         if not data["audited"]:
             if not data["marked"]:
                 self.unaudited.append(report.nodeid)
             return
         self.audited += data.get("ran", True)  # a test skipped in its setup ran nothing (N5)
         self.deselected = max(self.deselected, data.get("deselected", 0))  # xdist: a worker's
-        apart = data.get("apart") or [False] * len(data["calls"])
         self.calls += data.get("backward_calls", 0)
-        for call, real, away in zip(data["calls"], data.get("real", [None] * len(data["calls"])),
-                                    apart, strict=True):
+        for call, real in zip(data["calls"], data.get("real", [None] * len(data["calls"])),
+                              strict=True):
             site = self.sites.setdefault(
                 _site_name(call["file"], call["line"], real, self.root),
                 {"code": call["code"], "needed": False, "unneeded_in": [], "bytes": 0,
                  "real": set()},
             )
             site["real"].add(tuple(real) if real else None)
-            if call["verdict"] == "not needed":  # (_not_run)
-                site["apart"] = site.get("apart") or away
-                site.setdefault("functions", set()).add(tuple(data.get("function") or ()))
             if call["verdict"] == "could not tell: kept" and not call["needed"]:
                 site.setdefault("unsure", _why_kept(call, self.lang))  # said (rev34b F7)
             else:
@@ -620,16 +599,17 @@ class _Plugin:
     def unneeded(self) -> dict[str, dict]:
         return {k: v for k, v in self.sites.items()
                 if v["unneeded_in"] and not v["needed"] and k not in self.outlived
-                and not self._not_run(v)}
+                and not self._not_run()}
 
-    def _not_run(self, site: dict) -> bool:
-        """Whether a test that was not audited may reach the site: one deselected (rev35b
-        NEW-6, ``-m "not slow"``; rev38b G2, a conftest's own filter), skipped (rev37b S4, a
-        GPU test on a machine without one; rev38b G1, a module skipped whole) or marked
-        no_retaincheck (rev38b G4), when the site lies outside the body of the tests that
-        ran, or one of the same function (another parameter, an inherited method: G3)."""
-        return bool((site.get("apart") and (self.deselected or self.skipped))
-                    or site.get("functions", set()) & self.skipped_functions)
+    def _not_run(self) -> int:
+        """How many tests were not audited, any of which may reach any site: deselected
+        (rev35b NEW-6, ``-m "not slow"``; rev38b G2, a conftest's own filter), skipped or
+        xfailed (rev37b S4, a GPU test on a machine without one; rev39b G6, a subtest),
+        left out at collection (rev38b G1, G1c; rev39b G1d-G1g), stopped before its body or
+        never started (-x), or marked no_retaincheck (rev38b G4). A test that did not run may
+        call another test's function too (rev39b G3c, G3d: super(), a direct call), so no
+        site is listed while one was not audited."""
+        return self.deselected + self.skipped + self.ignored
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -818,10 +798,10 @@ class _Plugin:
         # command line says it (rev34b F7: a flag from a fixture was kept without a word)
         unsure = sorted((k, v["unsure"]) for k, v in self.sites.items()
                         if v.get("unsure") and not v.get("seen_needed"))
-        unsure += sorted(  # the sites a test that did not run may reach (_not_run)
-            (k, m("p_why_not_run", n=self.deselected + self.skipped))
+        unsure += sorted(  # the sites a test that was not audited may reach (_not_run)
+            (k, m("p_why_not_run", n=self._not_run()))
             for k, v in self.sites.items() if v["unneeded_in"] and not v["needed"]
-            and k not in self.outlived and self._not_run(v))
+            and k not in self.outlived and self._not_run())
         for site, why in unsure[:10]:
             tr.write_line(m("p_unsure", site=site, why=why))
         if len(unsure) > 10:
