@@ -245,8 +245,8 @@ def test_a_test_that_did_not_run_keeps_every_site_it_may_reach(project, how):
     skipped on this machine needs (a GPU test on a CPU runner). While a test was not
     audited, every site is kept: it may call a helper, or another test's function (rev39b
     G3c, G3d: super().test_step(), test_step("cuda")), or run the same one (a parameter)."""
-    why = ("could not tell (1 test(s) not audited, deselected, skipped or marked no_retaincheck, "
-           "may reach this line)")
+    why = ("could not tell (1 test(s) not audited, deselected, skipped, left out or marked "
+           "no_retaincheck, may reach this line)")
     if how == "deselected":
         result = run(project, "--retaincheck", "-k", "not two_losses")
         result.assert_outcomes(passed=2, deselected=1)
@@ -311,8 +311,8 @@ def test_tests_left_out_other_ways_keep_the_sites_they_may_reach(project, how):
     drops tests from the items itself (a --run-slow option), without pytest_deselected; G3:
     a skipped class that inherits the test function that ran; G5: tests that -x never
     started."""
-    why = ("could not tell (1 test(s) not audited, deselected, skipped or marked no_retaincheck, "
-           "may reach this line)")
+    why = ("could not tell (1 test(s) not audited, deselected, skipped, left out or marked "
+           "no_retaincheck, may reach this line)")
     if how == "maxfail":
         project.makepyfile(test_train="from helpers import one_loss\nimport torch\n\n\n"
                            "def test_once():\n    one_loss(torch.ones(3, requires_grad=True))\n\n\n"
@@ -617,7 +617,7 @@ def test_own_audit(w):
         "no retain_graph=True found not needed (3 tests audited, 4 backward()/grad() calls "
         "seen)",
         "kept, not listed: helpers.py:9: could not tell (1 test(s) not audited, deselected, "
-        "skipped or marked no_retaincheck, may reach this line)"]
+        "skipped, left out or marked no_retaincheck, may reach this line)"]
 
 
 IMPORT_STYLES = {

@@ -90,8 +90,8 @@ EN: dict[str, str] = {
     "p_tests_one": "{n} test audited, ",
     "p_tests_many": "{n} tests audited, ",
     "p_deselected": "{n} deselected, ",
-    "p_why_not_run": "could not tell ({n} test(s) not audited, deselected, skipped or marked "
-    "no_retaincheck, may reach this line)",
+    "p_why_not_run": "could not tell ({n} test(s) not audited, deselected, skipped, left out "
+    "or marked no_retaincheck, may reach this line)",
     "p_calls_one": "{n} backward()/grad() call seen",
     "p_calls_many": "{n} backward()/grad() calls seen",
     "p_none": "no retain_graph=True found not needed ({counts})",
@@ -309,8 +309,8 @@ ZH: dict[str, str] = {
     "p_tests_one": "检查了 {n} 个测试，",
     "p_tests_many": "检查了 {n} 个测试，",
     "p_deselected": "{n} 个未选中，",
-    "p_why_not_run": "无法判断（有 {n} 个测试未被选中、被跳过或标了 no_retaincheck，没有受检查，"
-    "它们可能会执行到这一行）",
+    "p_why_not_run": "无法判断（有 {n} 个测试未被选中、被跳过、被排除或标了 no_retaincheck，"
+    "没有受检查，它们可能会执行到这一行）",
     "p_calls_one": "记录到 {n} 次 backward()/grad() 调用",
     "p_calls_many": "记录到 {n} 次 backward()/grad() 调用",
     "p_none": "没有发现不需要的 retain_graph=True（{counts}）",
