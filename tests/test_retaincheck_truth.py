@@ -773,7 +773,10 @@ def test_a_method_call_split_before_its_name_keeps_its_verdict(tmp_path):
     "            backward = staticmethod(functools.partial(torch.autograd.backward, loss))",
     "it = itertools.starmap(run, [()])\n        total = (probe * 2).sum()\n"
     "        for _ in it: total.backward(retain_graph=True)",
-], ids=["beside", "inside", "around", "for_map", "split", "star", "decorator", "for_name"])
+    "torch.autograd.backward(itertools.chain(filter(None, itertools.starmap(run, [()])),\n"
+    "                                                  [(probe * 2).sum()]), retain_graph=True)",
+], ids=["beside", "inside", "around", "for_map", "split", "star", "decorator", "for_name",
+        "roots_iterable"])
 def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, monkeypatch,
                                                                          line, positions):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says
@@ -784,7 +787,8 @@ def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_pat
     True. rev37a G1: the instruction that ran may be no call (a for loop over a map); G2:
     where Python keeps no positions (-X no_debug_ranges), every call of the line must.
     rev38a H1, H2: a call's unpacking of *args, and a decorator's application, run code at
-    the place of the literal call."""
+    the place of the literal call; rev39a F1: so does retaincheck's own reading of an
+    iterable of roots (or inputs)."""
     from retaincheck import _hooks
 
     if not positions:

@@ -261,6 +261,7 @@ class Session:
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
         self.resolved: dict[str, str] = {}  # relative code file name -> the file (_resolve)
+        self.unpacking = 0  # inside unpacked(): a pass started now is no call of its line
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
@@ -460,6 +461,16 @@ class Session:
             run_backward, kind, args, kwargs, seen, roots_arg, keep and not create, engine=True
         )
 
+    def unpacked(self, iterable) -> tuple:
+        """``tuple(iterable)``, noting that a backward pass started while it runs (a filter
+        of methodcallers among a call's roots or inputs: rev39a F1, F2) is no call of the line
+        where it is attributed: the flag it passed came from elsewhere."""
+        self.unpacking += 1
+        try:
+            return tuple(iterable)
+        finally:
+            self.unpacking -= 1
+
     def _stepped(self, *args):
         self.steps += 1
 
@@ -531,7 +542,7 @@ class Session:
                 # leave nothing to walk: materialise it once and hand torch the same tuple.
                 if not isinstance(roots, (tuple, list)):
                     try:
-                        roots = tuple(roots)
+                        roots = session.unpacked(roots)
                     except TypeError:  # not iterable: let torch raise its own error
                         return original(*args, **kwargs)
                     bound = signature.bind(*args, **kwargs)
@@ -547,7 +558,7 @@ class Session:
                 # The same for inputs=model.parameters(), a generator: the audit reads the
                 # inputs (are these calls rows of one Jacobian?) and torch must still get them.
                 try:
-                    inputs = tuple(inputs)
+                    inputs = session.unpacked(inputs)
                 except TypeError:  # not iterable: let torch raise its own error
                     return original(*args, **kwargs)
                 bound = signature.bind(*args, **kwargs)
@@ -708,6 +719,8 @@ class Session:
                         self.started[record] = []
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
+        if retaining and self.unpacking:
+            record.passed_through = True  # (see unpacked: kept whatever it writes)
         if retaining and not getattr(record, "_observed", False):
             # (_audit._mark_passed_through; the reason: _report, _fix, _suggest)
             record._observed = "function" if observed else "watched" if _watched() else False
