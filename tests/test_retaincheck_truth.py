@@ -775,8 +775,12 @@ def test_a_method_call_split_before_its_name_keeps_its_verdict(tmp_path):
     "        for _ in it: total.backward(retain_graph=True)",
     "torch.autograd.backward(itertools.chain(filter(None, itertools.starmap(run, [()])),\n"
     "                                                  [(probe * 2).sum()]), retain_graph=True)",
+    "class Roots(list):\n            def __iter__(self):\n"
+    "                return itertools.chain(filter(None, itertools.starmap(run, [()])),\n"
+    "                                       list.__iter__(self))\n\n"
+    "        torch.autograd.backward(Roots([(probe * 2).sum()]), retain_graph=True)",
 ], ids=["beside", "inside", "around", "for_map", "split", "star", "decorator", "for_name",
-        "roots_iterable"])
+        "roots_iterable", "roots_list_subclass"])
 def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, monkeypatch,
                                                                          line, positions):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says

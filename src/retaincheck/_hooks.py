@@ -540,7 +540,7 @@ class Session:
             if roots is not None and not session.single_root(roots):
                 # A one-shot iterable (a generator, map(...)) would be consumed by torch and
                 # leave nothing to walk: materialise it once and hand torch the same tuple.
-                if not isinstance(roots, (tuple, list)):
+                if type(roots) not in (tuple, list):  # (a subclass may iterate itself: rev40a F1)
                     try:
                         roots = session.unpacked(roots)
                     except TypeError:  # not iterable: let torch raise its own error
@@ -552,7 +552,7 @@ class Session:
             inputs = arguments.get("inputs")
             if (
                 inputs is not None
-                and not isinstance(inputs, (tuple, list))
+                and type(inputs) not in (tuple, list)
                 and not hasattr(inputs, "grad_fn")
             ):
                 # The same for inputs=model.parameters(), a generator: the audit reads the
