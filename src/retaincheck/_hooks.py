@@ -261,7 +261,7 @@ class Session:
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
         self.resolved: dict[str, str] = {}  # relative code file name -> the file (_resolve)
-        self.unpacking = 0  # inside unpacked(): a pass started now is no call of its line
+        self.unpacking: list = []  # frames whose call's arguments unpacked() reads now
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
@@ -465,11 +465,13 @@ class Session:
         """``tuple(iterable)``, noting that a backward pass started while it runs (a filter
         of methodcallers among a call's roots or inputs: rev39a F1, F2) is no call of the line
         where it is attributed: the flag it passed came from elsewhere."""
-        self.unpacking += 1
+        outer = self.caller()[0]  # (the line of the call whose arguments are read)
+        self.unpacking.append(outer)
         try:
             return tuple(iterable)
         finally:
-            self.unpacking -= 1
+            self.unpacking.pop()
+            del outer
 
     def _stepped(self, *args):
         self.steps += 1
@@ -719,8 +721,11 @@ class Session:
                         self.started[record] = []
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
-        if retaining and self.unpacking:
-            record.passed_through = True  # (see unpacked: kept whatever it writes)
+        if retaining and self.unpacking and any(frame is f for f in self.unpacking):
+            # a pass started, from the line whose call's arguments are being read, by code
+            # with no frame of its own (see unpacked): kept whatever the line writes; one
+            # a generator's own line starts is that line's (rev40a F2)
+            record.passed_through = True
         if retaining and not getattr(record, "_observed", False):
             # (_audit._mark_passed_through; the reason: _report, _fix, _suggest)
             record._observed = "function" if observed else "watched" if _watched() else False
