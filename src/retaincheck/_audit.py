@@ -234,9 +234,14 @@ def _plain_lines(tree, calls) -> bool:
 
     plain = (ast.Expr, ast.Assign, ast.Call, ast.Name, ast.Attribute, ast.Constant, ast.keyword,
              ast.expr_context, ast.Return)
-    lines = range(min(c.lineno for c in calls), max(c.end_lineno or c.lineno for c in calls) + 1)
+    lines = _span(calls)
     return all(isinstance(n, plain) for n in ast.walk(tree)
                if getattr(n, "lineno", None) in lines and not isinstance(n, ast.Module))
+
+
+def _span(calls) -> range:
+    """The lines ``calls`` cover, first to last."""
+    return range(min(c.lineno for c in calls), max(c.end_lineno or c.lineno for c in calls) + 1)
 
 
 def _call_positions(call) -> set:
@@ -261,7 +266,7 @@ def _compiles_to(tree, source: str | None, codes: dict | None, calls) -> bool:
     are compared: pytest rewrites a test module's asserts, elsewhere in the same function."""
     if not codes or tree is None:
         return True  # (no frame, or a text that cannot be read: said otherwise)
-    lines = range(min(c.lineno for c in calls), max(c.end_lineno or c.lineno for c in calls) + 1)
+    lines = _span(calls)
     compiled = _compiled_codes(tree, source)
     if compiled is None:
         return False
@@ -273,26 +278,33 @@ def _compiles_to(tree, source: str | None, codes: dict | None, calls) -> bool:
     return True
 
 
-_CODES: dict = {}  # id(tree) -> (tree, {(name, first line): [code objects]} or None)
-_DECORATORS: dict = {}  # id(tree) -> (tree, ids of its decorator expressions)
+_PER_TREE: dict = {}  # (what, id(tree)) -> (tree, what was found in it)
+
+
+def _per_tree(what, tree, find):
+    """``find(tree)``, once per tree (``_reads`` keeps each tree it parsed)."""
+    cached = _PER_TREE.get((what, id(tree)))
+    if cached is None or cached[0] is not tree:
+        cached = _PER_TREE[(what, id(tree))] = (tree, find(tree))
+    return cached[1]
 
 
 def _decorators(tree) -> set:
+    """The ids of the tree's decorator expressions."""
     import ast
 
-    cached = _DECORATORS.get(id(tree))
-    if cached is None or cached[0] is not tree:
-        cached = _DECORATORS[id(tree)] = (tree, {id(d) for n in ast.walk(tree) if isinstance(
+    return _per_tree("decorators", tree, lambda t: {
+        id(d) for n in ast.walk(t) if isinstance(
             n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for d in n.decorator_list})
-    return cached[1]
 
 
 def _compiled_codes(tree, source: str | None) -> dict | None:
     """Every code object the text of ``tree`` compiles to, by name and first line; None if it
-    does not compile. Cached for the tree (``_reads`` keeps each tree it parsed)."""
-    cached = _CODES.get(id(tree))
-    if cached is not None and cached[0] is tree:
-        return cached[1]
+    does not compile."""
+    return _per_tree("codes", tree, lambda t: _compile_all(t, source))
+
+
+def _compile_all(tree, source: str | None) -> dict | None:
     try:
         todo = [compile(tree, source or "<retaincheck>", "exec", dont_inherit=True)]
     except (SyntaxError, ValueError, TypeError):
@@ -303,7 +315,6 @@ def _compiled_codes(tree, source: str | None) -> dict | None:
             code = todo.pop()
             found.setdefault((code.co_name, code.co_firstlineno), []).append(code)
             todo.extend(k for k in code.co_consts if hasattr(k, "co_code"))
-    _CODES[id(tree)] = (tree, found)
     return found
 
 
@@ -427,11 +438,6 @@ def _mark_untaken_calls(session: Session) -> None:
                and name.endswith(".py") and _kind(name) == 2)
     own.update(_named_from(own))
     extra = project_walkers(sorted(own))
-    # lines that ran in code under a relative file name, also under the file it is (rev37b
-    # S1: runpy.run_path("train.py"): the site is read from its absolute path)
-    resolved = session.resolved
-    ran_lines = session.ran_lines | {(resolved[name], line) for name, line in session.ran_lines
-                                     if name in resolved} if resolved else session.ran_lines
     for record in open_sites:
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
@@ -439,14 +445,15 @@ def _mark_untaken_calls(session: Session) -> None:
         # (a site in an installed package: its package's functions on the way too, rev34a
         # K3: trainlib/loop.py's aux(loss).backward() that this run did not take)
         kinds = (1, 2) if source and _kind(source) == 1 else (2,)
-        frames = {(resolved.get(name, name), line) for name, line in getattr(record, "_frames", ())
-                  if resolved.get(name, name) == source or _kind(resolved.get(name, name)) in kinds}
+        # (a relative code file name is the file it is already: _hooks.Session.file_of)
+        frames = {(name, line) for name, line in getattr(record, "_frames", ())
+                  if name == source or _kind(name) in kinds}
         if source:
             frames.add((source, record.line))
         found = []
         for name, line in sorted(frames):
             shown = session.display_path(name)
-            found += [f"{shown}:{n}" for n in untaken_calls(name, line, ran_lines,
+            found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
                                                            session.block, extra)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 

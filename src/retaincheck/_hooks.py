@@ -260,7 +260,6 @@ class Session:
         # (file name, line) of every user frame on the stack of a backward()/grad() call: a
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
-        self.resolved: dict[str, str] = {}  # relative code file name -> the file (_resolve)
         self.unpacking: list = []  # frames whose call's arguments unpacked() reads now
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
@@ -461,6 +460,14 @@ class Session:
             run_backward, kind, args, kwargs, seen, roots_arg, keep and not create, engine=True
         )
 
+    def file_of(self, frame) -> str | None:
+        """The file a frame's relative code file name is (``_resolve``), once per code: for
+        the lines on a backward pass's stack and for a site's own file."""
+        code = frame.f_code
+        if code not in self.relative:
+            self.relative[code] = _resolve(code.co_filename, frame, self.start_dir)
+        return self.relative[code]
+
     def unpacked(self, iterable) -> tuple:
         """``tuple(iterable)``, noting that a backward pass started while it runs (a filter
         of methodcallers among a call's roots or inputs: rev39a F1, F2) is no call of the line
@@ -471,7 +478,6 @@ class Session:
             return tuple(iterable)
         finally:
             self.unpacking.pop()
-            del outer
 
     def _stepped(self, *args):
         self.steps += 1
@@ -669,10 +675,7 @@ class Session:
                 if name and name[0] not in "</" and not os.path.isabs(name):
                     # the file a relative name is, for this code (rev38a H6: exp1/main.py
                     # and exp2/main.py run as "main.py": one's lines are not the other's)
-                    place = self.relative.get(f.f_code, f)
-                    if place is f:
-                        place = self.relative[f.f_code] = _resolve(name, f, self.start_dir)
-                    name = place or name
+                    name = self.file_of(f) or name
                 lines.append((name, f.f_lineno))
                 f, depth = f.f_back, depth + 1
             del f
@@ -696,15 +699,12 @@ class Session:
                         # launcher's os.chdir(exp); runpy.run_path("train.py"): rev35a S2)
                         record._source = filename
                         if not filename.startswith("<") and not os.path.isabs(filename):
-                            record._source = _resolve(filename, frame, self.start_dir)
+                            record._source = self.file_of(frame)
                             if record._source is None:  # (_audit._mark_passed_through)
                                 record._source = os.path.abspath(filename)
                                 record._unread = True
-                            else:
-                                self.resolved[filename] = record._source  # (_untaken)
-                                if record._source != os.path.abspath(filename):  # named so
-                                    record.file = _display_path(record._source,
-                                                                self.start_dir)
+                            elif record._source != os.path.abspath(filename):  # named so
+                                record.file = _display_path(record._source, self.start_dir)
                         # its text as Python had it while it ran: a notebook cell's or a
                         # doctest example's lives in linecache only (_mark_passed_through)
                         read = filename if record._source.startswith("<") or getattr(
@@ -1156,14 +1156,14 @@ def _resolve(name: str, frame, start: str) -> str | None:
             todo.extend(k for k in c.co_consts if hasattr(k, "co_code"))
         if want <= have:
             matches.append(path)
-    # one file, or several with one text, is still checked: a launcher that moved into exp/
-    # before runpy.run_path("main.py"), whose main.py then moved into a folder holding an
-    # older copy, left one candidate, the copy, which never ran (rev37a G3). Of two that
-    # compile to it, the one from the folder now (a smoke test's copy of a root-level
-    # script in its tmp folder: rev38b C2): its line is the same, and --fix proves its edit
-    # a file the name named when it was compiled, with the text compiled then, is the one
+    # A file the name named when it was compiled, with the text compiled then, is the one
     # (rev38a H3: an older copy in the run folder that differs only in an uncalled method
-    # compiles to what ran too); two such: which ran cannot be told
+    # compiles to what ran too); two such: which ran cannot be told. Else one file, or
+    # several with one text, is still checked: a launcher that moved into exp/ before
+    # runpy.run_path("main.py"), whose main.py then moved into a folder holding an older
+    # copy, left one candidate, the copy, which never ran (rev37a G3). Of two that compile
+    # to it, the one from the folder now (a smoke test's copy of a root-level script in its
+    # tmp folder: rev38b C2): its line is the same, and --fix proves its edit
     compiled_there = [p for p in matches if at.get(p) is not None
                       and at[p] == found[p].decode("utf-8", "replace")]
     if compiled_there:
