@@ -314,6 +314,38 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
     assert untaken_calls(str(path), 2, {(str(path), 2), (str(path), 4)}) == [3, 4]
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python keeps call places from 3.11")
+@pytest.mark.parametrize("script, verdict", [
+    # rev40b S1: both calls of the line ran; the line alone could not say which
+    ("a = w.exp().sum(); b = w.exp().sum(); a.backward(retain_graph=True); "
+     "b.backward(retain_graph=True)\n", NOT_NEEDED),
+    # rev27s N7: only one branch of the line runs: the other may walk the graph on another path
+    ("for s in range(3):\n    y = w.exp().sum()\n    y.backward(retain_graph=True)\n"
+     "    w.sum().backward() if s < 50 else (w.sum() + y).backward()\n", COULD_NOT_TELL),
+    # rev40a F2: the walk that leads to the site and the call around it, on one line
+    ("def loss_of(x):\n    x = x.clone().requires_grad_(True)\n"
+     "    g, = torch.autograd.grad(x.tanh().sum(), x, retain_graph=True)\n"
+     "    return (w * x).sum() + g.sum()\n"
+     "torch.autograd.backward(loss_of(b) for b in [torch.ones(3), torch.zeros(3)])\n",
+     NOT_NEEDED),
+])
+def test_of_two_calls_on_one_line_the_one_that_ran_is_told_by_its_place(
+        tmp_path, script, verdict):
+    """A call that no backward pass came from may walk the graph on another path; of two calls
+    on one line, which ones were on a pass's stack is told by their places in the line."""
+    source = "import torch\nw = torch.ones(3, requires_grad=True)\n" + script + \
+        "result = [w.grad]\n"
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    outcome, report = run_fixture(path, source, audited=True)
+    assert not isinstance(outcome, BaseException), outcome
+    (site,) = report.calls
+    assert site.verdict == verdict, report.format()
+    # what the flag does here: nothing (each one removed, the run is the same)
+    without, _ = run(path, source.replace("retain_graph=True", "retain_graph=False"))
+    assert same(without, outcome)
+
+
 def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):
     """rev27i u01, u03, g01, rev27j j2: a helper of another file of the program that calls
     backward(), a functools.partial of torch.autograd.grad, a method reached by getattr with a

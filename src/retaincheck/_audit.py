@@ -454,7 +454,8 @@ def _mark_untaken_calls(session: Session) -> None:
         for name, line in sorted(frames):
             shown = session.display_path(name)
             found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
-                                                           session.block, extra)]
+                                                           session.block, extra,
+                                                           session.ran_places)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 
 

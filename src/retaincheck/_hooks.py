@@ -242,6 +242,7 @@ class Session:
         self.originals: dict[str, object] = {}
         self.wrappers: dict[str, object] = {}  # what install() put in their place
         self.positions: dict = {}  # (code, instruction) -> where in its file that call is
+        self.coded: set = set()  # the (code, instruction) of sites whose code was kept
         ag = torch.autograd
         # the frames between a caller and the engine, by file and name: torch.autograd.grad
         # may be another function now (a spy, or an earlier audit's wrapper left inside one)
@@ -260,6 +261,9 @@ class Session:
         # (file name, line) of every user frame on the stack of a backward()/grad() call: a
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
+        # (file name, place of the call in it) of the same frames, where Python keeps places
+        # (3.11 on): of two calls on one line, which was on the way (rev40b S1, rev40a F2)
+        self.ran_places: set[tuple[str, tuple]] = set()
         self.unpacking: list = []  # frames whose call's arguments unpacked() reads now
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
@@ -653,6 +657,14 @@ class Session:
             self.sites[cache_key] = site
         return site
 
+    def place(self, frame) -> tuple | None:
+        """Where in its file the call a frame is at lies (``_position``), once per instruction."""
+        place = (frame.f_code, frame.f_lasti)
+        at = self.positions.get(place, place)
+        if at is place:  # (first met: a position may be None)
+            at = self.positions[place] = _position(frame)
+        return at
+
     def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit, engine=False):
         self.report.backward_calls += 1
         frame, user, observed = self.caller(engine)
@@ -665,8 +677,8 @@ class Session:
         # The lines on its stack, for _untaken: walked once per stack shape (a loop repeats one)
         back = frame.f_back if frame is not None else None
         shape = (frame and frame.f_code.co_filename, frame and frame.f_code,
-                 frame and frame.f_lineno, back and back.f_code.co_filename,
-                 back and back.f_code, back and back.f_lineno)
+                 frame and frame.f_lasti, back and back.f_code.co_filename,
+                 back and back.f_code, back and back.f_lasti)
         lines = self.walked.get(shape)
         if lines is None:
             f, depth, lines = frame, 0, []
@@ -677,6 +689,9 @@ class Session:
                     # and exp2/main.py run as "main.py": one's lines are not the other's)
                     name = self.file_of(f) or name
                 lines.append((name, f.f_lineno))
+                at = self.place(f)
+                if at is not None:
+                    self.ran_places.add((name, at))
                 f, depth = f.f_back, depth + 1
             del f
             self.ran_lines.update(lines)
@@ -733,10 +748,9 @@ class Session:
             # the call on the line that ran (where Python keeps positions: 3.11 on), by its
             # place in the line: _audit._mark_passed_through looks at that call alone
             # (rev36a F3: a methodcaller-bound flag inside a literal call on the same line)
-            place = (frame.f_code, frame.f_lasti)
-            at = self.positions.get(place, place)
-            if at is place:  # (first met: a position may be None)
-                at = self.positions[place] = _position(frame)
+            at = self.place(frame)
+            if (frame.f_code, frame.f_lasti) not in self.coded:  # (first met)
+                self.coded.add((frame.f_code, frame.f_lasti))
                 # the code that ran there, which the text read for the site must compile to
                 # (_audit._mark_passed_through; rev37a G4, rev37b G2)
                 ran = _original_code(frame.f_code)

@@ -612,15 +612,17 @@ def project_walkers(paths) -> frozenset[str]:
     return frozenset(found)
 
 
-def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
+def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
                   block: tuple[str, int] | None = None,
-                  extra: frozenset[str] = frozenset()) -> list[int]:
+                  extra: frozenset[str] = frozenset(),
+                  places: set[tuple[str, tuple]] = frozenset()) -> list[int]:
     """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
     (below it, or above it in a loop around both), in the same function as it (or at the top
     level of the file, when it is there; nested functions and classes are other functions),
-    that no backward pass of this run came from: none of their lines is in ``ran``, the
+    that no backward pass of this run came from: none of their lines is in ``lines_ran``, the
     ``(file, line)`` of the frames on the stack of every call the audit saw. ``extra``: the
-    walkers of the program's other files (``project_walkers``).
+    walkers of the program's other files (``project_walkers``). ``places``: the ``(file,
+    place)`` of the same frames (Python 3.11 on), which tell apart two calls on one line.
     ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; when ``line``
     is inside that block, only the calls inside it count (what runs after it is not audited).
     """
@@ -651,6 +653,11 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         if isinstance(node, ast.Call) and _walks_a_graph(node, names):
             for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
                 per_line[n] = per_line.get(n, 0) + 1
+    from ._audit import _call_positions
+
+    def ran(call) -> bool:  # a backward pass came from this call (it was on the stack)
+        return any((path, at) in places for at in _call_positions(call))
+
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
@@ -669,16 +676,16 @@ def untaken_calls(path: str, line: int, ran: set[tuple[str, int]],
         if line in lines and not nested:
             on_the_line.append(node)  # the site itself, or another call on its line
             continue
-        if any((path, n) in ran and per_line[n] == 1 for n in lines):
-            continue  # a call that ran (a line of its own that ran)
+        if ran(node) or any((path, n) in lines_ran and per_line[n] == 1 for n in lines):
+            continue  # a call that ran (its place, or a line of its own, was on a stack)
         # It could run after the site: below it, above it in a loop around both, or in a
         # function defined here that may be called later.
         if nested or node.lineno > line or any(
             loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops
         ):
             found.append(node.lineno)
-    # Several calls on the site's line: which of the others ran, the lines cannot tell.
+    # Several calls on the site's line: which of the others ran, only their places tell.
     site = next((c for c in on_the_line if _is_site_call(c)), on_the_line[0] if on_the_line
                 else None)
-    found.extend(c.lineno for c in on_the_line if c is not site)
+    found.extend(c.lineno for c in on_the_line if c is not site and not ran(c))
     return sorted(set(found))
