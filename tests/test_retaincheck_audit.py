@@ -296,6 +296,28 @@ def test_roots_given_as_a_gradient_edge_are_walked():
     assert [c.needed for c in report.calls] == [True]
 
 
+def test_inputs_given_as_a_dict_reach_torch_as_they_were_given():
+    """torch (2.13 on) takes the values of a dict given as ``inputs`` and returns a dict of
+    gradients (``torch.autograd.grad``, ``torch/autograd/__init__.py``); the audit, which
+    made a tuple of every other kind of inputs, passed on the keys and the program raised."""
+    def run():
+        x = torch.ones(3, requires_grad=True)
+        y = (x * x).sum()
+        grads = torch.autograd.grad(y, {"x": x}, retain_graph=True)
+        y.backward(inputs={"x": x})
+        return grads, x.grad
+
+    try:
+        plain = run()
+    except (TypeError, RuntimeError) as error:  # a torch before dict inputs
+        pytest.skip(f"this torch takes no dict as inputs: {error}")
+    with retaincheck.audit() as report:
+        audited = run()
+    assert audited[0].keys() == plain[0].keys() == {"x"}
+    assert torch.equal(audited[0]["x"], plain[0]["x"]) and torch.equal(audited[1], plain[1])
+    assert [c.needed for c in report.calls] == [True]
+
+
 def test_a_reuse_during_the_retaining_call_through_an_unseen_name_counts():
     """The nested walk goes through a name bound early: the engine entry sees it and names it."""
     from torch.autograd import grad as bound_early

@@ -895,6 +895,9 @@ def test_a_failure_that_a_line_of_the_same_text_may_cause_does_not_make_a_site_n
     verdicts = [line.split(":")[1].strip() for line in proc.stdout.splitlines()
                 if line.strip().startswith("verdict:")]
     assert verdicts == ["COULD NOT TELL", "NEEDED"], proc.stdout
+    # rev41a S1, rev41b P1: the failure is named as that line's, not as the site's
+    assert "(the flag was off at same_text.py:14 too, a line with the same code; the " \
+        "failure may be that line's)" in proc.stderr, proc.stderr
 
 
 RELAUNCH = """import os, subprocess, sys, time

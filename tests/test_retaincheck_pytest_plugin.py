@@ -114,6 +114,24 @@ def test_the_gate_says_why_without_pytests_terminal(project):
         "(pytest's terminal plugin is off, so the retaincheck section is not printed)"]
 
 
+def test_a_site_inside_an_assert_pytest_rewrote_is_read(pytester, monkeypatch):
+    """rev41b A1: a literal grad() inside a test's assert was "could not tell (the code of
+    this line cannot be read)": pytest runs its rewritten asserts, which the file's text, as
+    written, does not compile to. It is now read as pytest rewrote it."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_assert=(
+        "import torch\n\n\ndef test_grad_in_assert():\n"
+        "    x = torch.ones(3, requires_grad=True)\n"
+        "    assert torch.autograd.grad(torch.exp(x).sum(), x, retain_graph=True)[0].sum() > 0\n"))
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=1)
+    assert section(result)[:2] == [
+        "1 retain_graph=True call site not needed (1 test audited, 1 backward()/grad() call "
+        "seen):",
+        "test_assert.py:6  assert torch.autograd.grad(torch.exp(x).sum(), x, "
+        "retain_graph=True)[0].sum() > 0"], section(result)
+
+
 def test_off_unless_asked(project):
     result = run(project)
     result.assert_outcomes(passed=3)

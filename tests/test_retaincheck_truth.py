@@ -811,8 +811,12 @@ def test_a_method_call_split_before_its_name_keeps_its_verdict(tmp_path):
     "                return itertools.chain(filter(None, itertools.starmap(run, [()])),\n"
     "                                       list.__iter__(self))\n\n"
     "        torch.autograd.backward(Roots([(probe * 2).sum()]), retain_graph=True)",
+    "probe_run = map(operator.attrgetter('no_such'), itertools.chain(\n"
+    "            filter(None, itertools.starmap(run, [()])), itertools.repeat(None)))\n"
+    "        Roots = type('Roots', (list,), {'__getattr__': functools.partial(next, probe_run)})\n"
+    "        torch.autograd.backward(Roots([(probe * 2).sum()]), retain_graph=True)",
 ], ids=["beside", "inside", "around", "for_map", "split", "star", "decorator", "for_name",
-        "roots_iterable", "roots_list_subclass"])
+        "roots_iterable", "roots_list_subclass", "roots_getattr"])
 def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_path, monkeypatch,
                                                                          line, positions):
     """rev35a A3, rev35b NEW-2: a line that runs a partial-bound backward (a name that says
@@ -824,7 +828,7 @@ def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_pat
     where Python keeps no positions (-X no_debug_ranges), every call of the line must.
     rev38a H1, H2: a call's unpacking of *args, and a decorator's application, run code at
     the place of the literal call; rev39a F1: so does retaincheck's own reading of an
-    iterable of roots (or inputs)."""
+    iterable of roots (or inputs); rev41b X2: or its look-up of an attribute on them."""
     from retaincheck import _hooks
 
     if not positions:
@@ -850,6 +854,36 @@ def test_a_call_beside_a_literal_site_may_be_the_one_that_kept_the_graph(tmp_pat
     without, _ = run_fixture(path, source.replace(caller, "make(), make()"))
     assert not same(without, baseline)  # the truth: the caller's flag matters
     _, report = run_fixture(path, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.passed_through, report.format()
+
+
+@pytest.mark.parametrize("call", [
+    "torch.autograd.backward(total.as_subclass(T), retain_graph=True)",
+    "torch.autograd.grad(total.as_subclass(T), [w], retain_graph=True)",
+])
+def test_a_pass_that_the_audits_own_reading_of_a_root_starts_is_no_run_of_the_line(tmp_path,
+                                                                                  call):
+    """rev41a G1, G1b: a tensor subclass whose grad_fn is a property with a C getter (a
+    partial of next over a filter of methodcallers) started, when the audit read the root's
+    grad_fn to hook its graph, a backward pass with the caller's flag: it was counted as a run
+    of the literal line ("ran 9 times"), which was "not needed", proven, 6. A pass started
+    while the audit reads a call's roots or graph is kept whatever the line writes."""
+    source = ("import functools\nimport itertools\nimport operator\n\nimport torch\n\n"
+              "w = torch.ones(3, requires_grad=True)\n\n\n"
+              "def make(retain_graph=False):\n    def step(loss):\n"
+              "        hidden = filter(operator.methodcaller('backward', None, retain_graph),"
+              " [loss])\n"
+              "        total = (w * 2).sum()\n"
+              "        T = type('T', (torch.Tensor,), {'grad_fn': property(functools.partial(\n"
+              "            next, itertools.chain(hidden, [total.grad_fn])))})\n"
+              f"        {call}\n"
+              "    return step\n\n\n"
+              "step = make(retain_graph=True)\nfor _ in range(3):\n    step(torch.exp(w).sum())\n"
+              "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.passed_through, report.format()
 

@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import weakref
+from collections.abc import Mapping
 
 from . import _suggest as notes
 from ._between import grads_touched_between
@@ -264,7 +265,8 @@ class Session:
         # (file name, place of the call in it) of the same frames, where Python keeps places
         # (3.11 on): of two calls on one line, which was on the way (rev40b S1, rev40a F2)
         self.ran_places: set[tuple[str, tuple]] = set()
-        self.unpacking: list = []  # frames whose call's arguments unpacked() reads now
+        # frames whose call's arguments (or graph) the audit reads now (see reading_under)
+        self.reading: list = []
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
@@ -472,16 +474,20 @@ class Session:
             self.relative[code] = _resolve(code.co_filename, frame, self.start_dir)
         return self.relative[code]
 
-    def unpacked(self, iterable) -> tuple:
-        """``tuple(iterable)``, noting that a backward pass started while it runs (a filter
-        of methodcallers among a call's roots or inputs: rev39a F1, F2) is no call of the line
-        where it is attributed: the flag it passed came from elsewhere."""
-        outer = self.caller()[0]  # (the line of the call whose arguments are read)
-        self.unpacking.append(outer)
-        try:
-            return tuple(iterable)
-        finally:
-            self.unpacking.pop()
+    def reading_under(self, frame) -> bool:
+        """Whether ``frame`` (where a backward pass is attributed) is one whose call's
+        arguments or graph the audit is reading now, or a caller of it: the pass was then
+        started by code with no frame of its own that the audit's reading ran (a filter of
+        methodcallers among the roots, rev39a F1, F2; a list subclass's own ``__iter__``,
+        rev40a F1; a C ``__getattr__`` that the roots' ``__torch_function__`` lookup runs,
+        rev41b X2): no call of that line, its flag came from elsewhere. A pass whose own
+        frame is newer (a generator's line, rev40a F2) is that line's, as any."""
+        for f in self.reading:
+            while f is not None:
+                if f is frame:
+                    return True
+                f = f.f_back
+        return False
 
     def _stepped(self, *args):
         self.steps += 1
@@ -535,14 +541,28 @@ class Session:
         def wrapper(*args, **kwargs):
             if session.engine is None:  # uninstalled, and still called (see uninstall)
                 return original(*args, **kwargs)
+            # What the audit reads of the arguments may run the program's code (a roots
+            # object's __iter__ or __getattr__): see Session.reading_under.
+            reading, outer = session.reading, sys._getframe(1)
+            reading.append(outer)
+            try:
+                prepared = prepare(args, kwargs)
+            finally:
+                reading.remove(outer)  # (another thread's may be above it)
+            if prepared is None:  # let torch raise its own error
+                return original(*args, **kwargs)
+            args, kwargs, arguments, explicit = prepared
+            return session.run(original, kind, args, kwargs, arguments, roots_arg, explicit)
+
+        def prepare(args, kwargs):
             # Fast path: the arguments by position or keyword, without binding a signature.
             if len(args) > create_pos or not simple.issuperset(kwargs) or (
                 args and roots_arg in kwargs
             ):
                 try:
                     arguments = signature.bind(*args, **kwargs).arguments
-                except TypeError:  # let torch raise its own error
-                    return original(*args, **kwargs)
+                except TypeError:
+                    return None
             else:
                 arguments = dict(zip(positions, args, strict=False))
                 arguments.update(kwargs)
@@ -554,9 +574,9 @@ class Session:
                 # leave nothing to walk: materialise it once and hand torch the same tuple.
                 if type(roots) not in (tuple, list):  # (a subclass may iterate itself: rev40a F1)
                     try:
-                        roots = session.unpacked(roots)
-                    except TypeError:  # not iterable: let torch raise its own error
-                        return original(*args, **kwargs)
+                        roots = tuple(roots)
+                    except TypeError:  # not iterable
+                        return None
                     bound = signature.bind(*args, **kwargs)
                     bound.arguments[roots_arg] = roots
                     args, kwargs = bound.args, bound.kwargs
@@ -565,19 +585,22 @@ class Session:
             if (
                 inputs is not None
                 and type(inputs) not in (tuple, list)
-                and not hasattr(inputs, "grad_fn")
+                and not isinstance(inputs, Mapping)
+                and not session.single_root(inputs)
             ):
                 # The same for inputs=model.parameters(), a generator: the audit reads the
                 # inputs (are these calls rows of one Jacobian?) and torch must still get them.
+                # (A dict, whose values torch takes, is read again as it is; a single input
+                # is told as torch tells it, is_tensor_like: rev41b X1)
                 try:
-                    inputs = session.unpacked(inputs)
-                except TypeError:  # not iterable: let torch raise its own error
-                    return original(*args, **kwargs)
+                    inputs = tuple(inputs)
+                except TypeError:  # not iterable
+                    return None
                 bound = signature.bind(*args, **kwargs)
                 bound.arguments["inputs"] = inputs
                 args, kwargs = bound.args, bound.kwargs
                 arguments = bound.arguments
-            return session.run(original, kind, args, kwargs, arguments, roots_arg, explicit)
+            return args, kwargs, arguments, explicit
 
         wrapper.__wrapped__ = original
         wrapper.__name__ = original.__name__
@@ -736,11 +759,8 @@ class Session:
                         self.started[record] = []
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
-        if retaining and self.unpacking and any(frame is f for f in self.unpacking):
-            # a pass started, from the line whose call's arguments are being read, by code
-            # with no frame of its own (see unpacked): kept whatever the line writes; one
-            # a generator's own line starts is that line's (rev40a F2)
-            record.passed_through = True
+        if retaining and self.reading and self.reading_under(frame):
+            record.passed_through = True  # kept whatever the line writes (reading_under)
         if retaining and not getattr(record, "_observed", False):
             # (_audit._mark_passed_through; the reason: _report, _fix, _suggest)
             record._observed = "function" if observed else "watched" if _watched() else False
@@ -787,15 +807,20 @@ class Session:
         if retaining:
             # Hook the graph BEFORE the call runs: its own pass shows which nodes it executes,
             # and a reuse during the call (a tensor hook calling autograd.grad) is seen too.
-            self.hook_graph(record, roots)
+            # (what it reads may run a tensor subclass's code: reading_under)
+            self.reading.append(frame)
+            try:
+                self.hook_graph(record, roots)
+                if kind == "grad" and notes.NOT_ROWS not in record.notes:
+                    call.rows = (
+                        _refs(roots),
+                        _refs(arguments.get("inputs")),
+                        arguments.get("grad_outputs") is not None,
+                    )
+            finally:
+                self.reading.remove(frame)
             if kind == "backward" and arguments.get("grad_tensors") is not None:
                 record.notes.add(notes.GIVEN_GRADIENT)
-            if kind == "grad" and notes.NOT_ROWS not in record.notes:
-                call.rows = (
-                    _refs(roots),
-                    _refs(arguments.get("inputs")),
-                    arguments.get("grad_outputs") is not None,
-                )
         del frame
         self.stack.append(call)
         try:
@@ -1092,6 +1117,8 @@ def _alive(pid: int) -> bool:
 def _refs(tensors):
     if tensors is None:
         return ()
+    if type(tensors) is dict:  # inputs={"w": w}: torch takes the values
+        tensors = tuple(tensors.values())
     try:
         if hasattr(tensors, "grad_fn"):  # one tensor
             return (weakref.ref(tensors),)

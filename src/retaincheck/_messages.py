@@ -226,6 +226,8 @@ EN: dict[str, str] = {
     "proof_timeout": "the rerun was still running after {seconds} s (ten times as long as the "
     "audited run took, a minute at least) and was stopped",
     "proof_failed": "the rerun failed (exit status {status}): {error}",
+    "proof_same_code": " (the flag was off at {site} too, a line with the same code; the "
+    "failure may be that line's)",
     "proof_status": "the rerun exited with status {status}, the audited run with {audited}: "
     "{error}",
     "proof_caught": "the rerun raised a freed-graph error that the program caught: {error}",
@@ -442,6 +444,7 @@ ZH: dict[str, str] = {
     "proof_timeout": "重新运行过了 {seconds} 秒（受检查的那次运行用时的十倍，至少一分钟）"
     "还没结束，已被停止",
     "proof_failed": "重新运行失败（退出状态 {status}）：{error}",
+    "proof_same_code": "（{site} 的代码与之相同，那里的参数也一并关掉了，失败可能出在那一行）",
     "proof_status": "重新运行的退出状态是 {status}，受检查的那次是 {audited}：{error}",
     "proof_caught": "重新运行时抛出了计算图已释放的错误，被程序自己捕获：{error}",
     "proof_stdout": "重新运行的标准输出与受检查的那次不同（{diff}）",

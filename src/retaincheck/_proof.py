@@ -762,7 +762,7 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         _kill_rerun(spec)  # then what is left of the rerun goes
         # a line forced off for its text, not its place (another site, a copy): a failure
         # then may come from that line, so it does not show these sites needed (rev27n M1)
-        by_text = os.path.exists(text_forced)
+        by_text = _first_noted(text_forced, empty="?")  # "line<TAB>path" of the first
         not_run = _not_run(forced, texts, _noted(hits))
         left = _first_noted(state, empty="?")
         caught = (_first_noted(marker, empty="") or "")[:160]
@@ -771,8 +771,12 @@ def _rerun(changes: dict[str, bytes], program: Program, lang: str,
         # Ctrl-C during the rerun (rev28a F2): it reached the rerun, and this process noted it
         return Proof(False, m("proof_interrupted"), seconds, refutes=False)
     if any(text in output for text in FREED):
-        return Proof(False, m("proof_failed", status=proc.returncode,
-                              error=_last_error(output, lang)), seconds, refutes=not by_text)
+        said = m("proof_failed", status=proc.returncode, error=_last_error(output, lang))
+        if by_text:  # (rev41b P1: the failure may be that line's, not the sites')
+            line, _, path = by_text.partition("\t")
+            shown = os.path.relpath(path, program.cwd) if path.startswith(program.cwd) else path
+            said += m("proof_same_code", site=f"{shown}:{line}" if path else "?")
+        return Proof(False, said, seconds, refutes=not by_text)
     # Without the freed-graph error in what it printed, a rerun that ended otherwise (EOF on
     # an input() prompt: rev28a F3) or met the error only where the program caught it (one the
     # audited run met too: rev28b F9) shows no walk of the graph: kept, "could not tell"

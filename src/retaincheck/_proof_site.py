@@ -595,9 +595,9 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
                 if not text:
                     return None  # code with no source to read
                 if text in texts:
-                    if text_forced and not by_text:
+                    if text_forced and not by_text:  # (where: the proof's message)
                         by_text.append(text)
-                        _note(text_forced, text)
+                        _note(text_forced, f"{frame.f_lineno}\t{path}")
                     if hits and text not in hit:
                         hit.add(text)
                         _note(hits, f"text\t{text}")
