@@ -322,6 +322,12 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
     # rev27s N7: only one branch of the line runs: the other may walk the graph on another path
     ("for s in range(3):\n    y = w.exp().sum()\n    y.backward(retain_graph=True)\n"
      "    w.sum().backward() if s < 50 else (w.sum() + y).backward()\n", COULD_NOT_TELL),
+    # rev42b T1, T1b: the branch that did not run looks like the site (a flag, or three
+    # arguments by position), and comes last on the line: it is no less a call that did not run
+    ("for s in range(2):\n    y = w.exp().sum()\n    y.backward(retain_graph=True) if s < 50 "
+     "else (y * 2).backward(retain_graph=True)\n", COULD_NOT_TELL),
+    ("y = w.exp()\nfor v in [None]:\n    g, = torch.autograd.grad(y.sum(), w, retain_graph=True)"
+     " if v is None else torch.autograd.grad(y, w, v)\n", COULD_NOT_TELL),
     # rev40a F2: the walk that leads to the site and the call around it, on one line
     ("def loss_of(x):\n    x = x.clone().requires_grad_(True)\n"
      "    g, = torch.autograd.grad(x.tanh().sum(), x, retain_graph=True)\n"

@@ -684,8 +684,14 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
             loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops
         ):
             found.append(node.lineno)
-    # Several calls on the site's line: which of the others ran, only their places tell.
-    site = next((c for c in on_the_line if _is_site_call(c)), on_the_line[0] if on_the_line
-                else None)
-    found.extend(c.lineno for c in on_the_line if c is not site and not ran(c))
+    # Several calls on the site's line: which ran, only their places tell; each that did not
+    # may run on another path, however much it looks like the site (rev42b T1: the ternary
+    # `a.backward(retain_graph=True) if first else b.backward(retain_graph=True)`, T1b). With
+    # no place known (before 3.11), every call but one that may be the site is counted.
+    if any(ran(c) for c in on_the_line):
+        found.extend(c.lineno for c in on_the_line if not ran(c))
+    else:
+        site = next((c for c in on_the_line if _is_site_call(c)), on_the_line[0] if on_the_line
+                    else None)
+        found.extend(c.lineno for c in on_the_line if c is not site)
     return sorted(set(found))
