@@ -352,6 +352,57 @@ def test_of_two_calls_on_one_line_the_one_that_ran_is_told_by_its_place(
     assert same(without, outcome)
 
 
+def test_each_function_on_the_way_is_searched_whichever_caller_came_first(tmp_path,
+                                                                         monkeypatch):
+    """rev42a F1: warmup() and train() reach the site through the same two innermost frames
+    (steps.apply, steps.step); the stack was walked once per shape of those two, so train(),
+    met second, was never searched for its backward() that this run did not take (its own
+    plain backward() marked the script's line that calls it as one that ran): "not needed",
+    proven, and --fix --write broke the run that takes it."""
+    (tmp_path / "steps.py").write_text(
+        "def step(loss):\n    loss.backward(retain_graph=True)\n\n\n"
+        "def apply(loss):\n    step(loss)\n")
+    (tmp_path / "loop.py").write_text(
+        "from steps import apply\n\n\ndef warmup(w):\n    apply((w * 2).sum())\n\n\n"
+        "def train(w, extra):\n    (w * w).sum().backward()\n    loss = (w * 3).sum()\n"
+        "    apply(loss)\n    if extra:\n        loss.backward()\n")
+    source = ("import torch\nfrom loop import train, warmup\n\n"
+              "w = torch.ones(3, requires_grad=True)\nwarmup(w)\ntrain(w, False)\n"
+              "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    with _imported(monkeypatch, tmp_path, "loop"):
+        _, report = run_fixture(path, source, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
+    assert site.unseen_calls[0].endswith("loop.py:13"), site.unseen_calls
+
+
+@pytest.mark.parametrize("unpacked", ["*hooks['extras'](w.sum(), False)",
+                                      "**hooks['options'](w.sum(), False)"])
+def test_a_call_whose_unpacking_started_a_pass_and_raised_never_ran(tmp_path, unpacked):
+    """rev42a F3: in ``loss.backward(*extras(aux, enabled))`` the generator started a backward
+    pass of its own and raised before the call began: the call's place was on that pass's
+    stack, so the call counted as one that ran, and the site above it was "not needed",
+    proven, though the path where it runs walks the graph again."""
+    source = ("import torch\n\nw = torch.ones(3, requires_grad=True)\n\n\n"
+              "class Skip(Exception):\n    pass\n\n\n"
+              "def extras(aux, enabled):\n    aux.backward()\n    if not enabled:\n"
+              "        raise Skip\n    yield None\n\n\n"
+              "class Options:\n    def __init__(self, aux):\n        self.aux = aux\n\n"
+              "    def keys(self):\n        self.aux.backward()\n        raise Skip\n\n\n"
+              "def options(aux, enabled):\n    return Options(aux)\n\n\n"
+              "hooks = {'extras': extras, 'options': options}\n"
+              "loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\ntry:\n"
+              f"    loss.backward({unpacked})\nexcept Skip:\n    pass\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
+    assert any(c.endswith(":34") for c in site.unseen_calls), site.unseen_calls
+
+
 def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):
     """rev27i u01, u03, g01, rev27j j2: a helper of another file of the program that calls
     backward(), a functools.partial of torch.autograd.grad, a method reached by getattr with a

@@ -92,6 +92,7 @@ class audit:
         caller = frame.f_code.co_filename  # the code that runs the block
         self._session.files.add(caller)
         self._session.block = (caller, frame.f_lineno)  # calls after the block are not seen
+        self._session.base = frame  # (the frames below it are every call's: Session.run)
         self._session.modules_before = set(sys.modules)
         try:
             self._session.install()
@@ -103,6 +104,7 @@ class audit:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         session = self._session
+        session.base = None
         try:
             session.uninstall(keep_tags=self._keep_tags)
             report = session.report
@@ -479,7 +481,8 @@ def _mark_untaken_calls(session: Session) -> None:
             shown = session.display_path(name)
             found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
                                                            session.block, extra,
-                                                           session.ran_places)]
+                                                           session.ran_places,
+                                                           session.ran_unpacking)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 
 

@@ -265,11 +265,15 @@ class Session:
         # (file name, place of the call in it) of the same frames, where Python keeps places
         # (3.11 on): of two calls on one line, which was on the way (rev40b S1, rev40a F2)
         self.ran_places: set[tuple[str, tuple]] = set()
+        # (file name, place, name of the frame above) of frames at a call that unpacks
+        self.ran_unpacking: set[tuple[str, tuple | None, str]] = set()
+        self.doing: dict = {}  # (code, instruction) -> what that instruction does (_doing)
         # frames whose call's arguments (or graph) the audit reads now (see reading_under)
         self.reading: list = []
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
+        self.base = None  # the frame of that with statement, while the block runs
         self.in_child = False  # this process is a child forked during the audit
         self.forked: list[int] = []  # the pids of the children forked during the audit
         self.fork_log_open = False
@@ -697,15 +701,23 @@ class Session:
             key, key_text, function, filename = ("?", 0), "?:0", "?", "?"
         record = None
         retaining = explicit and user
-        # The lines on its stack, for _untaken: walked once per stack shape (a loop repeats one)
-        back = frame.f_back if frame is not None else None
-        shape = (frame and frame.f_code.co_filename, frame and frame.f_code,
-                 frame and frame.f_lasti, back and back.f_code.co_filename,
-                 back and back.f_code, back and back.f_lasti)
+        # The lines on its stack, for _untaken: walked once per stack shape (a loop repeats
+        # one). The shape is every frame's code and instruction: two callers of one helper
+        # that calls the site's function have the same innermost frames, and each function
+        # on the way must be searched (rev42a F1: warmup() and train_step() both through
+        # _step(), and train_step's other backward() that did not run)
+        # (up to the frame that entered the audit: those below it are the same for every call
+        # made inside the block, and what runs after the block is not audited)
+        shape, f, base = [], frame, self.base
+        while f is not None:
+            shape.append(f.f_code)
+            shape.append(f.f_lasti)
+            f = None if f is base else f.f_back
+        shape = tuple(shape)
         lines = self.walked.get(shape)
         if lines is None:
-            f, depth, lines = frame, 0, []
-            while f is not None and depth < 24:  # no filter: plain adds
+            f, inner, lines = frame, None, []  # (inner: the frame above f)
+            while f is not None:  # no filter: plain adds
                 name = f.f_code.co_filename
                 if name and name[0] not in "</" and not os.path.isabs(name):
                     # the file a relative name is, for this code (rev38a H6: exp1/main.py
@@ -713,50 +725,68 @@ class Session:
                     name = self.file_of(f) or name
                 lines.append((name, f.f_lineno))
                 at = self.place(f)
-                if at is not None:
-                    self.ran_places.add((name, at))
-                f, depth = f.f_back, depth + 1
-            del f
-            self.ran_lines.update(lines)
+                doing = "call" if inner is None else _doing(f, self.doing)
+                if doing == "call":
+                    self.ran_lines.add((name, f.f_lineno))
+                    if at is not None:
+                        self.ran_places.add((name, at))
+                elif doing == "unpacking":
+                    # f(*args) / f(**kwargs): the frame above may be the call's own callee
+                    # or code that its unpacking runs (a generator that starts a pass and
+                    # raises before the call: rev42a F3): the call ran only if the frame
+                    # above is one of the callee's name (_reads.untaken_calls)
+                    callee = inner.f_code.co_name
+                    if inner.f_code.co_filename.startswith(self.own_dir):
+                        callee = "*"  # (this audit's wrapper of torch.autograd.backward/grad)
+                    self.ran_unpacking.add((name, at, callee))
+                # (else: the pass came from code that no call of this line ran, and this
+                # line's calls are not shown to have run: a `**options` merge's keys())
+                f, inner = None if f is base else f.f_back, f
+            del inner
             self.walked[shape] = lines = tuple(lines)
-        del back
+        del f
         if retaining:
             record = self.records.get(key)
             if record is None:
-                with LOCK:
-                    record = self.records.get(key)
-                    if record is None:
-                        # (an entry from before the file changed, as in a process that runs
-                        # main() on one file name twice: read again)
-                        linecache.checkcache(filename)
-                        # (with the module's globals: its loader's source, a zip's: rev35a S1)
-                        scope = frame.f_globals if frame is not None else None
-                        code = _without_comment(linecache.getline(filename, key[1], scope))
-                        record = CallRecord(key[0], key[1], function, code, kind)
-                        # the code's own file name, for the proof; a relative one from here (a
-                        # launcher's os.chdir(exp); runpy.run_path("train.py"): rev35a S2)
-                        record._source = filename
-                        if not filename.startswith("<") and not os.path.isabs(filename):
-                            record._source = self.file_of(frame)
-                            if record._source is None:  # (_audit._mark_passed_through)
-                                record._source = os.path.abspath(filename)
-                                record._unread = True
-                            elif record._source != os.path.abspath(filename):  # named so
-                                record.file = _display_path(record._source, self.start_dir)
-                        # its text as Python had it while it ran: a notebook cell's or a
-                        # doctest example's lives in linecache only (_mark_passed_through)
-                        read = filename if record._source.startswith("<") or getattr(
-                            record, "_unread", False) else record._source
-                        if read != filename:
-                            linecache.checkcache(read)  # (an entry from before it changed)
-                        record._lines = linecache.getlines(read, scope)
-                        if read != filename:  # the line shown: from the file that ran
-                            record.code = _without_comment(linecache.getline(read, key[1]))
-                        record._frames = set()  # (file, line) on its stacks: _untaken
-                        record._shapes = set()
+                # read outside the lock: a module's loader may run the program's code
+                # (get_source), which may start a backward pass (rev42a F2: it waited on
+                # the lock it held, for ever)
+                # (an entry from before the file changed, as in a process that runs
+                # main() on one file name twice: read again)
+                linecache.checkcache(filename)
+                # (with the module's globals: its loader's source, a zip's: rev35a S1)
+                scope = frame.f_globals if frame is not None else None
+                code = _without_comment(linecache.getline(filename, key[1], scope))
+                record = CallRecord(key[0], key[1], function, code, kind)
+                # the code's own file name, for the proof; a relative one from here (a
+                # launcher's os.chdir(exp); runpy.run_path("train.py"): rev35a S2)
+                record._source = filename
+                if not filename.startswith("<") and not os.path.isabs(filename):
+                    record._source = self.file_of(frame)
+                    if record._source is None:  # (_audit._mark_passed_through)
+                        record._source = os.path.abspath(filename)
+                        record._unread = True
+                    elif record._source != os.path.abspath(filename):  # named so
+                        record.file = _display_path(record._source, self.start_dir)
+                # its text as Python had it while it ran: a notebook cell's or a
+                # doctest example's lives in linecache only (_mark_passed_through)
+                read = filename if record._source.startswith("<") or getattr(
+                    record, "_unread", False) else record._source
+                if read != filename:
+                    linecache.checkcache(read)  # (an entry from before it changed)
+                record._lines = linecache.getlines(read, scope)
+                if read != filename:  # the line shown: from the file that ran
+                    record.code = _without_comment(linecache.getline(read, key[1]))
+                record._frames = set()  # (file, line) on its stacks: _untaken
+                record._shapes = set()
+                with LOCK:  # (another thread, or that code, may have made it meanwhile)
+                    made = self.records.get(key)
+                    if made is None:
                         self.records[key] = record
                         self.report.calls.append(record)
                         self.started[record] = []
+                    else:
+                        record = made
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
         if retaining and self.reading and self.reading_under(frame):
@@ -1278,6 +1308,27 @@ def _torch_profiler(function) -> bool:
                 and bool(torch._C._autograd._profiler_enabled()))
     except AttributeError:
         return False
+
+
+def _doing(frame, cache: dict) -> str:
+    """What the instruction a frame is at does: "call" (a call, whose callee runs above it),
+    "unpacking" (a call that unpacks ``*args`` or ``**kwargs``: the code above it may be the
+    callee or the unpacking's), or "other" (an instruction that runs code of the program's
+    that is no call: a ``for`` loop's ``__next__``, a list's ``*`` merge, a property).
+    ``cache``: by code and instruction."""
+    key = (frame.f_code, frame.f_lasti)
+    known = cache.get(key)
+    if known is None:
+        import dis
+
+        op = ""
+        for ins in dis.get_instructions(frame.f_code):
+            if ins.offset > frame.f_lasti:
+                break
+            op = ins.opname
+        known = cache[key] = ("unpacking" if op == "CALL_FUNCTION_EX" else
+                              "call" if op.startswith(("CALL", "PRECALL")) else "other")
+    return known
 
 
 def _position(frame) -> tuple | None:

@@ -615,7 +615,8 @@ def project_walkers(paths) -> frozenset[str]:
 def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
                   block: tuple[str, int] | None = None,
                   extra: frozenset[str] = frozenset(),
-                  places: set[tuple[str, tuple]] = frozenset()) -> list[int]:
+                  places: set[tuple[str, tuple]] = frozenset(),
+                  unpacking: set[tuple[str, tuple | None, str]] = frozenset()) -> list[int]:
     """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
     (below it, or above it in a loop around both), in the same function as it (or at the top
     level of the file, when it is there; nested functions and classes are other functions),
@@ -623,6 +624,9 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     ``(file, line)`` of the frames on the stack of every call the audit saw. ``extra``: the
     walkers of the program's other files (``project_walkers``). ``places``: the ``(file,
     place)`` of the same frames (Python 3.11 on), which tell apart two calls on one line.
+    ``unpacking``: ``(file, place, name of the frame above)`` of frames at a call that unpacks
+    ``*args``/``**kwargs`` (their lines are not in ``lines_ran``): such a call ran only if
+    the frame above was its callee, by name (``"*"``: the audit's wrapper of torch's).
     ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; when ``line``
     is inside that block, only the calls inside it count (what runs after it is not audited).
     """
@@ -656,7 +660,13 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     from ._audit import _call_positions
 
     def ran(call) -> bool:  # a backward pass came from this call (it was on the stack)
-        return any((path, at) in places for at in _call_positions(call))
+        at_places = _call_positions(call)
+        if any((path, at) in places for at in at_places):
+            return True
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        callees = {name, "*"} if name in ("backward", "grad") else {name}
+        return any((path, at, callee) in unpacking for at in at_places for callee in callees)
 
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
