@@ -1045,3 +1045,45 @@ def test_the_json_reports_folder_is_made_after_the_run(tmp_path):
     (tmp_path / "afile").write_text("")
     proc = cli("--json=afile/sub/report.json", "run.py", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().endswith("afile is not a folder")
+
+
+LOADER = '''import importlib.abc
+import importlib.util
+
+import torch
+
+w = torch.ones(3, requires_grad=True)
+SOURCE = "def step(loss):\\n    loss.backward(retain_graph=True)\\n"
+
+
+class MemoryLoader(importlib.abc.SourceLoader):
+    """A module kept in memory: linecache asks get_source for its lines."""
+
+    def get_filename(self, fullname):
+        return "/in-memory/" + fullname + ".py"
+
+    def get_data(self, path):
+        return SOURCE.encode()
+
+    def get_source(self, fullname):
+        (w * 5).sum().backward(retain_graph=True)  # a cache warmed when asked
+        return SOURCE
+
+
+spec = importlib.util.spec_from_loader("plugin", MemoryLoader(), origin="/in-memory/plugin.py")
+plugin = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plugin)
+plugin.step((w * 2).sum())
+print("done")
+'''
+
+
+@pytest.mark.proof  # a new interpreter that imports torch (about 4 s)
+def test_a_loader_that_starts_a_backward_pass_when_asked_for_source_does_not_hang(tmp_path):
+    """rev42a F2: the audit read a new site's line under its lock; a module loader's
+    get_source that starts a backward pass came back to the same lock and waited for ever."""
+    (tmp_path / "train.py").write_text(LOADER)
+    proc = subprocess.run([sys.executable, "-m", "retaincheck", "train.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("done\n") and "/in-memory/plugin.py:2" in proc.stdout
