@@ -89,8 +89,14 @@ CPU_VARIANTS_COMMAND = "python -m pytest tests/test_snippets.py --cpu-variants -
 PROOF_COMMAND = (
     "python -m pytest tests/test_retaincheck_fix.py tests/test_retaincheck_truth.py "
     "tests/test_retaincheck_cli.py tests/test_retaincheck_pytest_plugin.py "
-    "tests/test_retaincheck_audit.py tests/test_retaincheck_torchrun.py --proof -m proof"
+    "tests/test_retaincheck_audit.py tests/test_retaincheck_torchrun.py "
+    "tests/test_snippets.py docs/retaincheck.md docs/retaincheck.zh.md --proof -m proof"
 )
+# The retaincheck page's snippets that run retaincheck's proof (each run a new interpreter
+# that imports torch, then its rerun, in both languages): 34 s of the test command's 237 s of
+# test time on 2 cores. They run, with their page fences, where the proof tier runs, once.
+PROOF_SNIPPETS = frozenset(f"snippets/retaincheck/{name}.py" for name in (
+    "fix_example", "pytest_gate", "ci_gate", "check_article_example"))
 # Checks that run only when asked for (.ci/run asks): marker -> (option, what, command).
 OPT_IN = {
     "cpu_variants": (
@@ -120,7 +126,8 @@ OPT_IN = {
     ),
     "proof": (
         "--proof",
-        "retaincheck's slower checks (more --fix proof reruns, a C++ custom Function)",
+        "retaincheck's slower checks (more --fix proof reruns, a C++ custom Function, the "
+        "retaincheck page's snippets that run the proof)",
         PROOF_COMMAND,
     ),
 }
@@ -189,6 +196,11 @@ def pytest_collection_modifyitems(config, items):
         keep = [item for item in items if touches(item, changed)]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
+    for item in items:
+        snippets = snippets_of(item)
+        if snippets and item.get_closest_marker("cpu_variants") is None and any(
+                s.resolve().relative_to(ROOT).as_posix() in PROOF_SNIPPETS for s in snippets):
+            item.add_marker(pytest.mark.proof)
     not_run = config.stash.setdefault(_NOT_RUN, {})
     for marker, (option, _, _) in OPT_IN.items():
         if config.getoption(option):
