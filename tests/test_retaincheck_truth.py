@@ -379,28 +379,61 @@ def test_each_function_on_the_way_is_searched_whichever_caller_came_first(tmp_pa
 
 
 @pytest.mark.parametrize("unpacked", ["*hooks['extras'](w.sum(), False)",
-                                      "**hooks['options'](w.sum(), False)"])
+                                      "**hooks['options'](w.sum(), False)",
+                                      "*hooks['backward'](w.sum(), False)",
+                                      "*map(operator.methodcaller('backward'), [w.sum(), None])",
+                                      "*pending"])
 def test_a_call_whose_unpacking_started_a_pass_and_raised_never_ran(tmp_path, unpacked):
     """rev42a F3: in ``loss.backward(*extras(aux, enabled))`` the generator started a backward
     pass of its own and raised before the call began: the call's place was on that pass's
     stack, so the call counted as one that ran, and the site above it was "not needed",
-    proven, though the path where it runs walks the graph again."""
-    source = ("import torch\n\nw = torch.ones(3, requires_grad=True)\n\n\n"
+    proven, though the path where it runs walks the graph again. rev43a G2: so with a
+    generator named backward, or a map of methodcallers (no frame of its own)."""
+    source = ("import operator\nimport torch\nw = torch.ones(3, requires_grad=True)\n\n\n"
               "class Skip(Exception):\n    pass\n\n\n"
               "def extras(aux, enabled):\n    aux.backward()\n    if not enabled:\n"
               "        raise Skip\n    yield None\n\n\n"
               "class Options:\n    def __init__(self, aux):\n        self.aux = aux\n\n"
               "    def keys(self):\n        self.aux.backward()\n        raise Skip\n\n\n"
               "def options(aux, enabled):\n    return Options(aux)\n\n\n"
-              "hooks = {'extras': extras, 'options': options}\n"
+              "def backward(aux):\n    aux.backward()\n    raise Skip\n    yield None\n\n\n"
+              "hooks = {'extras': extras, 'options': options, 'backward': extras}\n"
+              "pending = backward(w.sum())\n"
               "loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\ntry:\n"
-              f"    loss.backward({unpacked})\nexcept Skip:\n    pass\nresult = [w.grad]\n")
+              f"    loss.backward({unpacked})\nexcept (Skip, AttributeError):\n    pass\n"
+              "result = [w.grad]\n")
     path = tmp_path / "train.py"
     path.write_text(source)
     _, report = run_fixture(path, source, audited=True)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL, report.format()
-    assert any(c.endswith(":34") for c in site.unseen_calls), site.unseen_calls
+    assert any(c.endswith(":41") for c in site.unseen_calls), site.unseen_calls
+
+
+@pytest.mark.parametrize("script", [
+    # rev43a G1: the step handed to a retry helper as a lambda, on the loop's line
+    "def retry(fn):\n    return fn()\n\n\ndef step():\n    loss = (w * 3).sum()\n"
+    "    loss.backward(retain_graph=True)\n    return loss\n\n\n"
+    "for s in range(2):\n    loss = retry(lambda: step())\n    if s == 50:\n"
+    "        loss.backward()\n",
+    # rev43a G1b: a lambda on the site's own line (the trainable parameters)
+    "def step(extra):\n    loss = (w * 3).sum()\n"
+    "    g, = torch.autograd.grad(loss, list(filter(lambda p: p.requires_grad, [w])), "
+    "retain_graph=True)\n    if extra:\n        loss.backward()\n\n\n"
+    "for s in range(2):\n    step(False)\n",
+], ids=["lambda_on_the_callers_line", "lambda_on_the_sites_line"])
+def test_the_function_searched_is_the_one_that_ran_the_line(tmp_path, script):
+    """rev43a G1, G1b: of the function and the lambda on one line, the innermost (the lambda)
+    was searched for calls that did not run, also for the function's own frame, so the
+    function's backward() on the path this run did not take was never looked for: "not
+    needed", proven, and --fix --write broke that path."""
+    source = "import torch\n\nw = torch.ones(3, requires_grad=True)\n\n\n" + script + \
+        "result = [w.grad]\n"
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
 
 
 def test_untaken_calls_through_other_files_and_partial_aliases(tmp_path):

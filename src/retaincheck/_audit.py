@@ -472,17 +472,17 @@ def _mark_untaken_calls(session: Session) -> None:
         # K3: trainlib/loop.py's aux(loss).backward() that this run did not take)
         kinds = (1, 2) if source and _kind(source) == 1 else (2,)
         # (a relative code file name is the file it is already: _hooks.Session.file_of)
-        frames = {(name, line) for name, line in getattr(record, "_frames", ())
-                  if name == source or _kind(name) in kinds}
+        frames = {frame for frame in getattr(record, "_frames", ())
+                  if frame[0] == source or _kind(frame[0]) in kinds}
         if source:
-            frames.add((source, record.line))
+            frames.add((source, record.line, None))
         found = []
-        for name, line in sorted(frames):
+        for name, line, first in sorted(frames, key=lambda f: (f[0], f[1], f[2] or 0)):
             shown = session.display_path(name)
             found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
                                                            session.block, extra,
                                                            session.ran_places,
-                                                           session.ran_unpacking)]
+                                                           session.ran_unpacking, first)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 
 

@@ -723,9 +723,11 @@ class Session:
                     # the file a relative name is, for this code (rev38a H6: exp1/main.py
                     # and exp2/main.py run as "main.py": one's lines are not the other's)
                     name = self.file_of(f) or name
-                lines.append((name, f.f_lineno))
+                # (the line, and the first line of its code: which function, lambda or
+                # class body of the line the frame runs, _reads.untaken_calls)
+                lines.append((name, f.f_lineno, f.f_code.co_firstlineno))
                 at = self.place(f)
-                doing = "call" if inner is None else _doing(f, self.doing)
+                doing = _doing(f, self.doing)
                 if doing == "call":
                     self.ran_lines.add((name, f.f_lineno))
                     if at is not None:
@@ -735,9 +737,14 @@ class Session:
                     # or code that its unpacking runs (a generator that starts a pass and
                     # raises before the call: rev42a F3): the call ran only if the frame
                     # above is one of the callee's name (_reads.untaken_calls)
-                    callee = inner.f_code.co_name
-                    if inner.f_code.co_filename.startswith(self.own_dir):
+                    if inner is None:  # the call into torch that started the pass, or its
+                        callee = "*"  # unpacking's (code with no frame: *map(methodcaller))
+                    elif inner.f_code.co_flags & 0x2A0:  # a generator's, a coroutine's
+                        callee = ""
+                    elif inner.f_code.co_filename.startswith(self.own_dir):
                         callee = "*"  # (this audit's wrapper of torch.autograd.backward/grad)
+                    else:
+                        callee = inner.f_code.co_name
                     self.ran_unpacking.add((name, at, callee))
                 # (else: the pass came from code that no call of this line ran, and this
                 # line's calls are not shown to have run: a `**options` merge's keys())
@@ -777,7 +784,7 @@ class Session:
                 record._lines = linecache.getlines(read, scope)
                 if read != filename:  # the line shown: from the file that ran
                     record.code = _without_comment(linecache.getline(read, key[1]))
-                record._frames = set()  # (file, line) on its stacks: _untaken
+                record._frames = set()  # (file, line, code's first line) on its stacks
                 record._shapes = set()
                 with LOCK:  # (another thread, or that code, may have made it meanwhile)
                     made = self.records.get(key)

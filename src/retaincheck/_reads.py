@@ -526,6 +526,7 @@ def _tree(path: str, compiled: bool = True) -> ast.AST | None:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_MADE = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Dict, ast.Constant)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
@@ -616,7 +617,8 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
                   block: tuple[str, int] | None = None,
                   extra: frozenset[str] = frozenset(),
                   places: set[tuple[str, tuple]] = frozenset(),
-                  unpacking: set[tuple[str, tuple | None, str]] = frozenset()) -> list[int]:
+                  unpacking: set[tuple[str, tuple | None, str]] = frozenset(),
+                  first: int | None = None) -> list[int]:
     """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
     (below it, or above it in a loop around both), in the same function as it (or at the top
     level of the file, when it is there; nested functions and classes are other functions),
@@ -627,6 +629,10 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     ``unpacking``: ``(file, place, name of the frame above)`` of frames at a call that unpacks
     ``*args``/``**kwargs`` (their lines are not in ``lines_ran``): such a call ran only if
     the frame above was its callee, by name (``"*"``: the audit's wrapper of torch's).
+    ``first``: the first line of the code that ran ``line`` (``co_firstlineno``): of the
+    functions, lambdas and class bodies that hold the line, the one that ran it (a loop's
+    ``retry(lambda: step(x))``, a ``filter(lambda p: ...)`` in a site's own line: rev43a G1,
+    G1b); without it, the innermost.
     ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; when ``line``
     is inside that block, only the calls inside it count (what runs after it is not audited).
     """
@@ -640,13 +646,25 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
                           and n.body and block[1] < n.body[0].lineno), None)
         if with_node is not None and with_node.lineno <= line <= (with_node.end_lineno or 0):
             low, high = with_node.lineno, with_node.end_lineno or with_node.lineno
-    scope = tree
-    while True:  # the innermost function (or class body) holding the line
-        inner = next((n for n in ast.walk(scope) if n is not scope and isinstance(n, _SCOPES)
-                      and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
-        if inner is None:
-            break
-        scope = inner
+    holding = [n for n in ast.walk(tree) if isinstance(n, _SCOPES)
+               and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    # the code that ran the line starts on its first decorator's line, or its own
+    ran_it = [n for n in holding if first is not None and first == min(
+        [n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])]
+    if ran_it:
+        if len(ran_it) > 1:  # (two lambdas on one line: which ran cannot be told, so both)
+            return sorted({n for s in ran_it for n in _untaken_in(
+                path, line, s, tree, lines_ran, low, high, extra, places, unpacking)})
+        scope = ran_it[0]
+    elif first is not None and first <= 1 or not holding:
+        scope = tree  # the module's own code
+    else:  # the innermost function (or class body) holding the line
+        scope = max(holding, key=lambda n: (n.lineno, n.col_offset))
+    return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking)
+
+
+def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking):
+    """``untaken_calls`` in one ``scope`` (a function, lambda, class body or the module)."""
     global _consts
     _consts = _module_constants(tree)  # for getattr(loss, AUX)() (_walks_a_graph, _texts)
     names = _graph_walkers(tree, extra)
@@ -663,6 +681,13 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
         at_places = _call_positions(call)
         if any((path, at) in places for at in at_places):
             return True
+        # f(*args) / f(**kwargs): only where what it unpacks is a value already made (a
+        # name, an attribute, an item, a literal), whose unpacking runs no code of the
+        # program's (rev43a G2: *map(methodcaller("backward"), ...) that raised midway)
+        unpacked = [a.value for a in call.args if isinstance(a, ast.Starred)] + [
+            k.value for k in call.keywords if k.arg is None]
+        if not all(isinstance(v, _MADE) for v in unpacked):
+            return False
         func = call.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
         callees = {name, "*"} if name in ("backward", "grad") else {name}
