@@ -328,6 +328,11 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
      "else (y * 2).backward(retain_graph=True)\n", COULD_NOT_TELL),
     ("y = w.exp()\nfor v in [None]:\n    g, = torch.autograd.grad(y.sum(), w, retain_graph=True)"
      " if v is None else torch.autograd.grad(y, w, v)\n", COULD_NOT_TELL),
+    # rev43d L1, rev43b G2: another call of the line, no walker by its name, ran a pass; the
+    # line was on that pass's stack, but the walker call's own place was not
+    ("def check(t):\n    (w * 2).sum().backward()\n    return False\n\n\n"
+     "for s in range(2):\n    y = w.exp().sum()\n    y.backward(retain_graph=True)\n"
+     "    if all(c(y) for c in [check]): y.backward()\n", COULD_NOT_TELL),
     # rev40a F2: the walk that leads to the site and the call around it, on one line
     ("def loss_of(x):\n    x = x.clone().requires_grad_(True)\n"
      "    g, = torch.autograd.grad(x.tanh().sum(), x, retain_graph=True)\n"

@@ -663,6 +663,19 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking)
 
 
+_PATHS: dict = {}  # id of a set of places -> (its size, the files in it)
+
+
+def _paths_of(places) -> set:
+    """The files of ``places`` (``(file, place)`` pairs), once per set and size."""
+    known = _PATHS.get(id(places))
+    if known is None or known[0] != len(places) or known[2] is not places:
+        known = _PATHS[id(places)] = (len(places), {p for p, _ in places}, places)
+        if len(_PATHS) > 8:  # (one set per audit: the old ones go)
+            _PATHS.pop(next(iter(_PATHS)))
+    return known[1]
+
+
 def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking):
     """``untaken_calls`` in one ``scope`` (a function, lambda, class body or the module)."""
     global _consts
@@ -693,6 +706,11 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
         callees = {name, "*"} if name in ("backward", "grad") else {name}
         return any((path, at, callee) in unpacking for at in at_places for callee in callees)
 
+    # Where Python keeps places, a call ran only if its own place was on a stack: a line on
+    # a stack may be another call's of that line, one that is no walker by its name (rev43d
+    # L1: `opt.step(closure) if lbfgs else (loss.backward(), opt.step())`; rev43b G2:
+    # `if all(c(aux) for c in checks): loss.backward()`)
+    placed = path in _paths_of(places)
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
@@ -711,8 +729,9 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
         if line in lines and not nested:
             on_the_line.append(node)  # the site itself, or another call on its line
             continue
-        if ran(node) or any((path, n) in lines_ran and per_line[n] == 1 for n in lines):
-            continue  # a call that ran (its place, or a line of its own, was on a stack)
+        if ran(node) or not placed and any((path, n) in lines_ran and per_line[n] == 1
+                                           for n in lines):
+            continue  # a call that ran (its place, or, with no places, a line of its own)
         # It could run after the site: below it, above it in a loop around both, or in a
         # function defined here that may be called later.
         if nested or node.lineno > line or any(
