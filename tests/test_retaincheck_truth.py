@@ -328,6 +328,11 @@ def test_only_calls_that_could_run_after_the_site_make_it_could_not_tell(tmp_pat
      "else (y * 2).backward(retain_graph=True)\n", COULD_NOT_TELL),
     ("y = w.exp()\nfor v in [None]:\n    g, = torch.autograd.grad(y.sum(), w, retain_graph=True)"
      " if v is None else torch.autograd.grad(y, w, v)\n", COULD_NOT_TELL),
+    # rev43b G1: a training loop written as a generator: the call in the loop's head made
+    # what the loop drove, which ran the passes
+    ("def fit():\n    for s in range(2):\n        (w * 2).sum().backward()\n"
+     "        yield s\n\n\ny = w.exp().sum()\ny.backward(retain_graph=True)\n"
+     "for s in fit():\n    pass\n", NOT_NEEDED),
     # rev43d L1, rev43b G2: another call of the line, no walker by its name, ran a pass; the
     # line was on that pass's stack, but the walker call's own place was not
     ("def check(t):\n    (w * 2).sum().backward()\n    return False\n\n\n"

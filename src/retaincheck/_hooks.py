@@ -746,6 +746,10 @@ class Session:
                     else:
                         callee = inner.f_code.co_name
                     self.ran_unpacking.add((name, at, callee))
+                elif doing == "driving" and inner is not None and inner.f_code.co_flags & 0x20:
+                    # `for loss in fit(...)`: the generator that the loop drives was made by
+                    # the call of its name in the loop's head (rev43b G1)
+                    self.ran_unpacking.add((name, at, "for " + inner.f_code.co_name))
                 # (else: the pass came from code that no call of this line ran, and this
                 # line's calls are not shown to have run: a `**options` merge's keys())
                 f, inner = None if f is base else f.f_back, f
@@ -1334,7 +1338,8 @@ def _doing(frame, cache: dict) -> str:
                 break
             op = ins.opname
         known = cache[key] = ("unpacking" if op == "CALL_FUNCTION_EX" else
-                              "call" if op.startswith(("CALL", "PRECALL")) else "other")
+                              "call" if op.startswith(("CALL", "PRECALL")) else
+                              "driving" if op == "FOR_ITER" else "other")
     return known
 
 

@@ -690,10 +690,17 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
                 per_line[n] = per_line.get(n, 0) + 1
     from ._audit import _call_positions
 
+    heads = {id(n.iter): n for n in ast.walk(scope) if isinstance(n, ast.For)}
+
     def ran(call) -> bool:  # a backward pass came from this call (it was on the stack)
         at_places = _call_positions(call)
         if any((path, at) in places for at in at_places):
             return True
+        loop = heads.get(id(call))
+        if loop is not None and isinstance(call.func, ast.Name) and (path, (
+                loop.lineno, loop.end_lineno, loop.col_offset, loop.end_col_offset),
+                "for " + call.func.id) in unpacking:
+            return True  # `for loss in fit(...)`: the generator it made ran a pass
         # f(*args) / f(**kwargs): only where what it unpacks is a value already made (a
         # name, an attribute, an item, a literal), whose unpacking runs no code of the
         # program's (rev43a G2: *map(methodcaller("backward"), ...) that raised midway)
