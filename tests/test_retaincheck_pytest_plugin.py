@@ -1373,3 +1373,52 @@ def test_under_xdist_a_workers_last_graph_alive_at_its_end_is_not_listed(tmp_pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no retain_graph=True found not needed (1 test audited" in proc.stdout, proc.stdout
     assert "kept, not listed: tests/test_last.py:8" in proc.stdout
+
+
+BACKWARD_IMPLS = '''
+import pytest
+import torch
+
+
+def backward_twice_checked(tensors, retain_graph=False):
+    """a backward of the project's own: the pass, then the same pass again, compared"""
+    torch.autograd.backward(tensors, retain_graph=retain_graph)
+    first = [p.grad.clone() for p in PARAMS]
+    for p in PARAMS:
+        p.grad = None
+    torch.autograd.backward(tensors)
+    assert all(torch.equal(a, p.grad) for a, p in zip(first, PARAMS))
+
+
+PARAMS = []
+
+
+@pytest.mark.parametrize("backward", [torch.autograd.backward, backward_twice_checked])
+def test_backward_impl(backward):
+    w = torch.ones(3, requires_grad=True)
+    PARAMS[:] = [w]
+    loss = (w * 2).pow(2).sum()
+    backward(loss, retain_graph=True)
+    assert w.grad.shape == (3,)
+'''
+
+
+@pytest.mark.proof
+def test_a_literal_flag_a_caller_line_passes_down_is_forced_off_in_the_rerun(pytester,
+                                                                             monkeypatch):
+    """rev43d P1: the literal line is torch's call in one parameter and hands its flag to a
+    helper's torch.autograd.backward(tensors, retain_graph=retain_graph) in the other, which
+    needs it. The rerun forced the flag off only where the innermost line of the program's
+    was a forced one, so the helper's pass kept its graph, and the gate exited 6."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_impls=BACKWARD_IMPLS)
+    result = run(pytester, "--retaincheck-fail")
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0, result.outlines
+    assert section(result)[-1].startswith(
+        "--retaincheck-fail: the tests rerun without the flag: NOT proven: the rerun failed"), \
+        section(result)
+    # the truth: without the flag the helper's second pass fails
+    pytester.makepyfile(test_impls=BACKWARD_IMPLS.replace(
+        "backward(loss, retain_graph=True)", "backward(loss)"))
+    run(pytester).assert_outcomes(passed=1, failed=1)

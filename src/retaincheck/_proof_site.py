@@ -567,7 +567,7 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
     hit = set()  # the forced lines (and texts) a backward pass started from, written once each
 
     def from_forced_line():
-        frame = sys._getframe(2)
+        frame, innermost = sys._getframe(2), True
         while frame is not None:
             name = frame.f_code.co_filename
             path = real.get(name)
@@ -583,26 +583,31 @@ def _wrap_engine(variable_module, marker, forced, texts=frozenset(), unreached=N
                         hit.add((path, frame.f_lineno))
                         _note(hits, f"{frame.f_lineno}\t{path}")
                     return True
-                if not texts:
-                    return False
-                # a line with the same text anywhere (a copy of the script run again, with
-                # lines shifted or not: rev27m M3): the flag is forced off there too; forcing
-                # more lines off only makes the proof fail more often
-                key = (name, frame.f_lineno)  # tokenized once: a loop passes here each step
-                text = codes.get(key)
-                if text is None:
-                    text = codes[key] = _code(linecache.getline(name, frame.f_lineno))
-                if not text:
-                    return None  # code with no source to read
-                if text in texts:
-                    if text_forced and not by_text:  # (where: the proof's message)
-                        by_text.append(text)
-                        _note(text_forced, f"{frame.f_lineno}\t{path}")
-                    if hits and text not in hit:
-                        hit.add(text)
-                        _note(hits, f"text\t{text}")
-                    return True
-                return False
+                if innermost:
+                    innermost = False
+                    if texts:
+                        # a line with the same text anywhere (a copy of the script run again,
+                        # with lines shifted or not: rev27m M3): the flag is forced off there
+                        # too; forcing more lines off only makes the proof fail more often
+                        key = (name, frame.f_lineno)  # tokenized once: a loop passes here
+                        text = codes.get(key)
+                        if text is None:
+                            text = codes[key] = _code(linecache.getline(name, frame.f_lineno))
+                        if not text:
+                            return None  # code with no source to read
+                        if text in texts:
+                            if text_forced and not by_text:  # (where: the proof's message)
+                                by_text.append(text)
+                                _note(text_forced, f"{frame.f_lineno}\t{path}")
+                            if hits and text not in hit:
+                                hit.add(text)
+                                _note(hits, f"text\t{text}")
+                            return True
+                # (then the callers' lines, by their places: a caller may pass the flag down,
+                # rev43d P1: a parametrized `backward(loss, retain_graph=True)` that is
+                # torch's in one test and a helper's `torch.autograd.backward(t,
+                # retain_graph=retain_graph)` in another; forcing more off only makes the
+                # proof fail more often)
             frame = frame.f_back
         return False
 
