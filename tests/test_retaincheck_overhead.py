@@ -30,7 +30,12 @@ import retaincheck_overhead as bench  # noqa: E402
 # the tiny calls; committed full run: 1.44 and 2.05). The tiny calls' margin was 0.45 until the
 # issue-27 checks (fork tracking, the lines each call ran from) added about 0.03: alone they
 # measured 1.41-1.50 (1.40-1.45 before), inside the whole suite on 2 cores 1.78 and 1.81.
+# It is 0.65 since the issue-27 checks of 2026-12-06 (the reading window around a call's
+# arguments, the whole stack's shape, call places): full runs on one machine, side by side,
+# 1.52 before them and 1.58-1.60 after; quick runs inside the suite 1.86-1.89 before, 1.92
+# after. The version before issue 16 (2.12 quick, 2.05 full) still fails.
 MARGIN = 0.25
+TINY_MARGIN = 0.65
 
 
 def _committed():
@@ -69,7 +74,7 @@ def test_both_pages_quote_the_committed_run():
 
 def _within(limit, measure) -> float:
     """The ratio of one quick run; over ``limit``, the better of it and one more. Other jobs'
-    load moves a quick run's ratio: 1.86 and 1.89 on the tiny calls (limit 1.85), 1.51 on the
+    load moves a quick run's ratio: 1.86 and 1.89 on the tiny calls (then limit 1.85), 1.51 on the
     per-class loop (limit 1.45), each seen once in about fifteen runs while other jobs ran.
     Code over its limit in both runs still fails (before issue 16: 1.54 and 2.12, above)."""
     ratio = measure()
@@ -84,7 +89,7 @@ def test_a_quick_run_stays_within_the_goals_plus_a_margin():
     try:
         per_class = _within(1.2 + MARGIN, lambda: bench.measure(
             bench.per_class_step(), retaincheck.audit, 7, 1)[2])
-        tiny = _within(1.3 + 0.55, lambda: bench.measure(
+        tiny = _within(1.3 + TINY_MARGIN, lambda: bench.measure(
             bench.per_class_step(32, (8, 16)), retaincheck.audit, 7, 1)[2])
         training = _within(1.1 + MARGIN, lambda: bench.measure(
             step, retaincheck.audit, 7, 2)[2])
@@ -92,7 +97,7 @@ def test_a_quick_run_stays_within_the_goals_plus_a_margin():
         torch.set_num_threads(threads)
     assert per_class <= 1.2 + MARGIN, per_class
     assert training <= 1.1 + MARGIN, training
-    assert tiny <= 1.3 + 0.55, tiny
+    assert tiny <= 1.3 + TINY_MARGIN, tiny
 
 
 def test_both_pages_quote_the_committed_real_code_runs():

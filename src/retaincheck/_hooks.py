@@ -540,19 +540,30 @@ class Session:
         roots_arg = "tensors" if kind == "backward" else "outputs"
         positions = _BACKWARD_POS if kind == "backward" else _GRAD_POS
         create_pos = positions.index("create_graph")
+        inputs_pos = positions.index("inputs") if "inputs" in positions else len(positions)
+        tensor_type = self.tensor_type
+        plain = (tensor_type, tuple, list)
         simple = set(signature.parameters)
 
         def wrapper(*args, **kwargs):
             if session.engine is None:  # uninstalled, and still called (see uninstall)
                 return original(*args, **kwargs)
             # What the audit reads of the arguments may run the program's code (a roots
-            # object's __iter__ or __getattr__): see Session.reading_under.
-            reading, outer = session.reading, sys._getframe(1)
-            reading.append(outer)
-            try:
+            # object's __iter__ or __getattr__): see Session.reading_under. Plain tensors
+            # as roots, and inputs that are none, a tensor, a tuple or a list, run none.
+            inputs = kwargs["inputs"] if "inputs" in kwargs else (
+                args[inputs_pos] if len(args) > inputs_pos else None)
+            if (len(args) <= len(positions)
+                    and type(args[0] if args else kwargs.get(roots_arg)) is tensor_type
+                    and (inputs is None or type(inputs) in plain)):
                 prepared = prepare(args, kwargs)
-            finally:
-                reading.remove(outer)  # (another thread's may be above it)
+            else:
+                reading, outer = session.reading, sys._getframe(1)
+                reading.append(outer)
+                try:
+                    prepared = prepare(args, kwargs)
+                finally:
+                    reading.remove(outer)  # (another thread's may be above it)
             if prepared is None:  # let torch raise its own error
                 return original(*args, **kwargs)
             args, kwargs, arguments, explicit = prepared
