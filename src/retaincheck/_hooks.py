@@ -262,9 +262,9 @@ class Session:
         # (file name, line) of every user frame on the stack of a backward()/grad() call: a
         # call in a site's function whose lines are not here did not run (_untaken)
         self.ran_lines: set[tuple[str, int]] = set()
-        # (file name, place of the call in it) of the same frames, where Python keeps places
+        # file name -> places of the calls in it of the same frames, where Python keeps places
         # (3.11 on): of two calls on one line, which was on the way (rev40b S1, rev40a F2)
-        self.ran_places: set[tuple[str, tuple]] = set()
+        self.ran_places: dict[str, set[tuple]] = {}
         # (file name, place, name of the frame above) of frames at a call that unpacks
         self.ran_unpacking: set[tuple[str, tuple | None, str]] = set()
         self.doing: dict = {}  # (code, instruction) -> what that instruction does (_doing)
@@ -742,7 +742,7 @@ class Session:
                 if doing == "call":
                     self.ran_lines.add((name, f.f_lineno))
                     if at is not None:
-                        self.ran_places.add((name, at))
+                        self.ran_places.setdefault(name, set()).add(at)
                 elif doing == "unpacking":
                     # f(*args) / f(**kwargs): the frame above may be the call's own callee
                     # or code that its unpacking runs (a generator that starts a pass and

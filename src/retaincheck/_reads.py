@@ -616,7 +616,7 @@ def project_walkers(paths) -> frozenset[str]:
 def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
                   block: tuple[str, int] | None = None,
                   extra: frozenset[str] = frozenset(),
-                  places: set[tuple[str, tuple]] = frozenset(),
+                  places: dict[str, set[tuple]] | None = None,
                   unpacking: set[tuple[str, tuple | None, str]] = frozenset(),
                   first: int | None = None) -> list[int]:
     """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
@@ -624,8 +624,8 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     level of the file, when it is there; nested functions and classes are other functions),
     that no backward pass of this run came from: none of their lines is in ``lines_ran``, the
     ``(file, line)`` of the frames on the stack of every call the audit saw. ``extra``: the
-    walkers of the program's other files (``project_walkers``). ``places``: the ``(file,
-    place)`` of the same frames (Python 3.11 on), which tell apart two calls on one line.
+    walkers of the program's other files (``project_walkers``). ``places``: file -> the
+    places of the same frames in it (Python 3.11 on), which tell apart two calls on one line.
     ``unpacking``: ``(file, place, name of the frame above)`` of frames at a call that unpacks
     ``*args``/``**kwargs`` (their lines are not in ``lines_ran``): such a call ran only if
     the frame above was its callee, by name (``"*"``: the audit's wrapper of torch's).
@@ -663,21 +663,13 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking)
 
 
-_PATHS: dict = {}  # id of a set of places -> (its size, the files in it)
-
-
-def _paths_of(places) -> set:
-    """The files of ``places`` (``(file, place)`` pairs), once per set and size."""
-    known = _PATHS.get(id(places))
-    if known is None or known[0] != len(places) or known[2] is not places:
-        known = _PATHS[id(places)] = (len(places), {p for p, _ in places}, places)
-        if len(_PATHS) > 8:  # (one set per audit: the old ones go)
-            _PATHS.pop(next(iter(_PATHS)))
-    return known[1]
-
-
 def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking):
     """``untaken_calls`` in one ``scope`` (a function, lambda, class body or the module)."""
+    # Where Python keeps places, a call ran only if its own place was on a stack: a line on
+    # a stack may be another call's of that line, one that is no walker by its name (rev43d
+    # L1: `opt.step(closure) if lbfgs else (loss.backward(), opt.step())`; rev43b G2:
+    # `if all(c(aux) for c in checks): loss.backward()`)
+    placed = (places or {}).get(path, ())
     global _consts
     _consts = _module_constants(tree)  # for getattr(loss, AUX)() (_walks_a_graph, _texts)
     names = _graph_walkers(tree, extra)
@@ -694,7 +686,7 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
 
     def ran(call) -> bool:  # a backward pass came from this call (it was on the stack)
         at_places = _call_positions(call)
-        if any((path, at) in places for at in at_places):
+        if any(at in placed for at in at_places):
             return True
         loop = heads.get(id(call))
         if loop is not None and isinstance(call.func, ast.Name) and (path, (
@@ -713,11 +705,6 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
         callees = {name, "*"} if name in ("backward", "grad") else {name}
         return any((path, at, callee) in unpacking for at in at_places for callee in callees)
 
-    # Where Python keeps places, a call ran only if its own place was on a stack: a line on
-    # a stack may be another call's of that line, one that is no walker by its name (rev43d
-    # L1: `opt.step(closure) if lbfgs else (loss.backward(), opt.step())`; rev43b G2:
-    # `if all(c(aux) for c in checks): loss.backward()`)
-    placed = path in _paths_of(places)
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
