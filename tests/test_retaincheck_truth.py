@@ -388,6 +388,79 @@ def test_each_function_on_the_way_is_searched_whichever_caller_came_first(tmp_pa
     assert site.unseen_calls[0].endswith("loop.py:13"), site.unseen_calls
 
 
+@pytest.mark.parametrize("where", ["beside_the_step", "two_files_down"])
+def test_a_helper_that_ran_after_the_site_is_searched_for_its_calls_that_did_not(
+        tmp_path, monkeypatch, where):
+    """rev43d H1: train_step() calls log_grads() after the site; log_grads ran a probe's
+    backward pass (so its call counted as one that ran) and not its ``if aux_weight:``
+    backward() on the step's loss, which nothing searched (only the functions on the way to
+    the site were): "not needed", proven, and the path with aux_weight breaks without the
+    flag. So too where the helper is in another file, one call further down."""
+    helper = ("def log_grads(w, loss, aux_weight):\n    (w * 0.5).sum().backward()\n"
+              "    if aux_weight:\n        (aux_weight * loss).backward()\n"
+              "    return w.grad.sum()\n")
+    if where == "two_files_down":
+        (tmp_path / "h1_logs.py").write_text(helper)
+        head, name = "from h1_logs import log_grads\n\n\ndef report(w, loss, aux_weight):\n" \
+            "    return log_grads(w, loss, aux_weight)\n", "report"
+    else:
+        head, name = helper, "log_grads"
+    (tmp_path / "h1_steps.py").write_text(
+        head + "\n\ndef train_step(w, aux_weight):\n    loss = (w * 3).pow(2).sum()\n"
+        f"    loss.backward(retain_graph=True)\n    return {name}(w, loss, aux_weight)\n")
+    source = ("import torch\nfrom h1_steps import train_step\n\n"
+              "w = torch.ones(3, requires_grad=True)\nresult = [train_step(w, 0.0)]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))  # train.py imports h1_steps inside the audit
+    try:
+        _, report = run_fixture(path, source, audited=True)
+        # the truth: the path with aux_weight walks the graph again, and needs the flag
+        for module in ("h1_steps", "h1_logs"):
+            sys.modules.pop(module, None)
+        taken = source.replace("train_step(w, 0.0)", "train_step(w, 1.0)")
+        assert isinstance(run_fixture(path, taken)[0], list)
+        steps = tmp_path / "h1_steps.py"
+        steps.write_text(steps.read_text().replace("retain_graph=True", "retain_graph=False"))
+        sys.modules.pop("h1_steps", None)
+        broken, _ = run_fixture(path, taken)
+        assert isinstance(broken, RuntimeError), broken
+    finally:
+        for module in ("h1_steps", "h1_logs"):
+            sys.modules.pop(module, None)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
+    assert any(c.endswith(("h1_steps.py:4", "h1_logs.py:4")) for c in site.unseen_calls), \
+        site.unseen_calls
+    if where == "two_files_down":  # a walker through another file's walker is one too
+        from retaincheck._reads import project_walkers
+
+        files = [str(tmp_path / "h1_steps.py"), str(tmp_path / "h1_logs.py")]
+        assert "report" in project_walkers(files)
+
+
+def test_the_function_on_the_way_is_not_searched_again_as_a_helper_that_ran(tmp_path,
+                                                                          monkeypatch):
+    """The call that led to the site ran, and counts as a call after the site on its own
+    line; the function it called was searched from the site's line already: its untaken
+    backward() above the site (on a path before it) is no call after the site."""
+    (tmp_path / "way_steps.py").write_text(
+        "def step(w, first):\n    if first:\n        (w * 2).sum().backward()\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    return w.grad.sum()\n")
+    source = ("import torch\nfrom way_steps import step\n\n"
+              "w = torch.ones(3, requires_grad=True)\nresult = [step(w, False)]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        _, report = run_fixture(path, source, audited=True)
+    finally:
+        sys.modules.pop("way_steps", None)
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()
+
+
 @pytest.mark.parametrize("unpacked", ["*hooks['extras'](w.sum(), False)",
                                       "**hooks['options'](w.sum(), False)",
                                       "*hooks['backward'](w.sum(), False)",
@@ -1003,13 +1076,18 @@ def test_a_site_in_a_module_imported_from_a_zip_is_read_through_its_loader(tmp_p
             "    if step % 50 == 49:\n        loss.backward()\n"))
     with _imported(monkeypatch, tmp_path / "helpers.zip", "zipped_steps") as steps:
         w = torch.ones(3, requires_grad=True)
+        # (apart: a periodic() that ran after plain's site, and held a call that did not,
+        # would keep plain's too: rev43d H1)
+        with retaincheck.audit() as first:
+            for _ in range(3):
+                steps.plain(torch.tanh(w).sum())
+        (plain,) = first.calls
         with retaincheck.audit() as report:
             for step in range(3):
-                steps.plain(torch.tanh(w).sum())
                 steps.periodic(torch.sigmoid(w).sum(), step)
-    plain, periodic = report.calls
+        (periodic,) = report.calls
     assert (plain.code, plain.verdict) == ("loss.backward(retain_graph=True)", "not needed"), \
-        report.format()
+        first.format()
     assert periodic.verdict == COULD_NOT_TELL and periodic.unseen_calls[0].endswith(":8")
 
 

@@ -448,7 +448,7 @@ def _mark_untaken_calls(session: Session) -> None:
                   if not c.needed and not c.history_leak and c.executions]
     if not open_sites:
         return
-    from ._reads import _kind, project_walkers, untaken_calls
+    from ._reads import _kind, project_walkers, untaken_calls, untaken_in_callees
 
     # the program's own files: those it ran on the way to a site, the modules of its own that
     # it imported since the audit began (losses.py of a train.py), and those its files name
@@ -464,6 +464,13 @@ def _mark_untaken_calls(session: Session) -> None:
                and name.endswith(".py") and _kind(name) == 2)
     own.update(_named_from(own))
     extra = project_walkers(sorted(own))
+    # the files whose functions a call that ran after a site may have run: those on the
+    # passes' stacks (by the names the stacks give them, with which what ran is looked up)
+    # and the program's own files named absolutely (a relative name may be another folder's)
+    by_real: dict[str, str] = {}
+    for name in sorted({name for name, _ in session.ran_lines}) + sorted(own):
+        if name and os.path.isabs(name):
+            by_real.setdefault(os.path.realpath(name), name)
     for record in open_sites:
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
@@ -476,13 +483,20 @@ def _mark_untaken_calls(session: Session) -> None:
                   if frame[0] == source or _kind(frame[0]) in kinds}
         if source:
             frames.add((source, record.line, None))
-        found = []
+        found, follow = [], set()
         for name, line, first in sorted(frames, key=lambda f: (f[0], f[1], f[2] or 0)):
             shown = session.display_path(name)
             found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
                                                            session.block, extra,
                                                            session.ran_places,
-                                                           session.ran_unpacking, first)]
+                                                           session.ran_unpacking, first,
+                                                           follow)]
+        # the helpers that ran after the site: a call of theirs that did not (rev43d H1)
+        found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_callees(
+            follow, sorted(name for name in by_real.values() if name == source
+                           or _kind(name) in kinds), session.ran_lines, extra,
+            session.ran_places, session.ran_unpacking,
+            {(name, first) for name, _, first in frames if first})]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 
 

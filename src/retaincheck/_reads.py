@@ -605,12 +605,49 @@ def project_walkers(paths) -> frozenset[str]:
     """The names of the functions and methods in the program's own files (``paths``) whose
     body may start a backward pass (``_graph_walkers``): a call to ``losses.smoothness(out)``
     in one file is a backward() call when ``smoothness`` in another file calls one."""
-    found: set[str] = set()
+    trees = [tree for tree in map(_tree, paths) if tree is not None]
+    found: frozenset[str] = frozenset()
+    while True:  # until nothing new: a helper of one file that calls another file's walker
+        more = frozenset().union(*(_graph_walkers(tree, found) for tree in trees))
+        if more == found:
+            return found
+        found = more
+
+
+def untaken_in_callees(names: set[str], paths, lines_ran: set[tuple[str, int]],
+                       extra: frozenset[str] = frozenset(),
+                       places: dict[str, set[tuple]] | None = None,
+                       unpacking: set[tuple[str, tuple | None, str]] = frozenset(),
+                       skip: set[tuple[str, int]] = frozenset()) -> list[tuple[str, int]]:
+    """The ``(file, line)`` of the ``backward()``/``grad()`` calls that did not run in the
+    bodies of the functions and methods of the program's own files (``paths``) named
+    ``names`` (``untaken_calls``'s ``follow``: calls that ran after a site), and in those
+    their own calls that ran name, in turn. A helper called after the site may have run one
+    pass and not another: rev43d H1, ``log_grads(model, loss, aux_weight)`` whose probe
+    backward() ran and whose ``if aux_weight: (aux_weight * loss).backward()`` did not. Every
+    function of that name is searched (which one ran is not known: when in doubt, kept),
+    but those in ``skip``, ``(file, first line)`` of the functions on the way to the site,
+    which ``untaken_calls`` searched from the line that led to it."""
+    defs: dict[str, list] = {}
     for path in paths:
         tree = _tree(path)
-        if tree is not None:
-            found.update(_graph_walkers(tree))
-    return frozenset(found)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (path, min(
+                    [node.lineno, *(d.lineno for d in node.decorator_list)])) not in skip:
+                defs.setdefault(node.name, []).append((path, tree, node))
+    found: set[tuple[str, int]] = set()
+    seen: set[int] = set()
+    todo = list(names)
+    while todo:
+        for path, tree, node in defs.get(todo.pop(), ()):
+            if id(node) not in seen:
+                seen.add(id(node))
+                more: set[str] = set()  # (line 0: every call of the body is after the site)
+                found.update((path, n) for n in _untaken_in(
+                    path, 0, node, tree, lines_ran, 0, float("inf"), extra, places, unpacking,
+                    more))
+                todo.extend(more)
+    return sorted(found)
 
 
 def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
@@ -618,7 +655,7 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
                   extra: frozenset[str] = frozenset(),
                   places: dict[str, set[tuple]] | None = None,
                   unpacking: set[tuple[str, tuple | None, str]] = frozenset(),
-                  first: int | None = None) -> list[int]:
+                  first: int | None = None, follow: set[str] | None = None) -> list[int]:
     """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
     (below it, or above it in a loop around both), in the same function as it (or at the top
     level of the file, when it is there; nested functions and classes are other functions),
@@ -633,6 +670,8 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     functions, lambdas and class bodies that hold the line, the one that ran it (a loop's
     ``retry(lambda: step(x))``, a ``filter(lambda p: ...)`` in a site's own line: rev43a G1,
     G1b); without it, the innermost.
+    ``follow``: given a set, the names of the calls that ran and could run after the site are
+    added to it, for ``untaken_in_callees`` (a helper that ran may hold a call that did not).
     ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; when ``line``
     is inside that block, only the calls inside it count (what runs after it is not audited).
     """
@@ -654,16 +693,18 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     if ran_it:
         if len(ran_it) > 1:  # (two lambdas on one line: which ran cannot be told, so both)
             return sorted({n for s in ran_it for n in _untaken_in(
-                path, line, s, tree, lines_ran, low, high, extra, places, unpacking)})
+                path, line, s, tree, lines_ran, low, high, extra, places, unpacking, follow)})
         scope = ran_it[0]
     elif first is not None and first <= 1 or not holding:
         scope = tree  # the module's own code
     else:  # the innermost function (or class body) holding the line
         scope = max(holding, key=lambda n: (n.lineno, n.col_offset))
-    return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking)
+    return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking,
+                       follow)
 
 
-def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking):
+def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking,
+                follow=None):
     """``untaken_calls`` in one ``scope`` (a function, lambda, class body or the module)."""
     # Where Python keeps places, a call ran only if its own place was on a stack: a line on
     # a stack may be another call's of that line, one that is no walker by its name (rev43d
@@ -723,14 +764,16 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
         if line in lines and not nested:
             on_the_line.append(node)  # the site itself, or another call on its line
             continue
-        if ran(node) or not placed and any((path, n) in lines_ran and per_line[n] == 1
-                                           for n in lines):
-            continue  # a call that ran (its place, or, with no places, a line of its own)
         # It could run after the site: below it, above it in a loop around both, or in a
         # function defined here that may be called later.
-        if nested or node.lineno > line or any(
-            loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops
-        ):
+        after = nested or node.lineno > line or any(
+            loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops)
+        if ran(node) or not placed and any((path, n) in lines_ran and per_line[n] == 1
+                                           for n in lines):
+            if after and follow is not None:
+                follow.add(_called_name(node))  # its body may hold one that did not run
+            continue  # a call that ran (its place, or, with no places, a line of its own)
+        if after:
             found.append(node.lineno)
     # Several calls on the site's line: which ran, only their places tell; each that did not
     # may run on another path, however much it looks like the site (rev42b T1: the ternary
@@ -738,6 +781,8 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
     # no place known (before 3.11), every call but one that may be the site is counted.
     if any(ran(c) for c in on_the_line):
         found.extend(c.lineno for c in on_the_line if not ran(c))
+        if follow is not None:
+            follow.update(_called_name(c) for c in on_the_line if ran(c) and not _is_site_call(c))
     else:
         site = next((c for c in on_the_line if _is_site_call(c)), on_the_line[0] if on_the_line
                     else None)
