@@ -506,16 +506,26 @@ def _named_from(files: set[str]) -> set[str]:
     walk``), and those that these name in turn."""
     from ._reads import _kind
 
+    def file_key(name: str):
+        # a file by its device and inode: one stat, where realpath() costs a stat per folder
+        # of the path, for each of the thousands of modules a torch program has loaded
+        # (100 ms an audit); a file with none (a module in a zip) by its resolved name
+        try:
+            found = os.stat(name)
+        except OSError:
+            return os.path.realpath(name)
+        return (found.st_dev, found.st_ino)
+
     by_file = {}
     for module in list(sys.modules.values()):
         name = getattr(module, "__file__", None)
         if isinstance(name, str) and name.endswith(".py"):
-            by_file.setdefault(os.path.realpath(name), module)
+            by_file.setdefault(file_key(name), module)
     here = os.path.dirname(os.path.realpath(__file__)) + os.sep
     found: set[str] = set()
     todo = [os.path.realpath(f) for f in files]
     while todo:
-        module = by_file.get(todo.pop())
+        module = by_file.get(file_key(todo.pop()))
         for value in list(getattr(module, "__dict__", {}).values()):
             if isinstance(value, type(sys)):
                 name = getattr(value, "__file__", None)
