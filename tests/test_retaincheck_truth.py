@@ -461,6 +461,34 @@ def test_the_function_on_the_way_is_not_searched_again_as_a_helper_that_ran(tmp_
     assert site.verdict == NOT_NEEDED, report.format()
 
 
+@pytest.mark.parametrize("script", [
+    # rev43a G3, rev43b G4, rev43d D1: a timing decorator's wrapper, the arguments by **cfg
+    "import functools\n\n\ndef timed(fn):\n    @functools.wraps(fn)\n"
+    "    def wrapper(*args, **kwargs):\n        return fn(*args, **kwargs)\n"
+    "    return wrapper\n\n\n@timed\ndef penalty(w, weight=1.0):\n"
+    "    (weight * (w * 2).pow(2).sum()).backward()\n\n\n"
+    "cfg = {'weight': 0.5}\nloss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\n"
+    "penalty(w, **cfg)\n",
+    # rev43c H1: an async training step, awaited in a loop
+    "import asyncio\n\n\nasync def train_step(x):\n    loss = (w * x).pow(2).sum()\n"
+    "    loss.backward(retain_graph=True)\n\n\nasync def main():\n    for _ in range(2):\n"
+    "        await train_step(torch.ones(3))\n\n\nasyncio.run(main())\n",
+], ids=["decorated_helper_by_kwargs", "awaited_step"])
+def test_a_call_that_ran_through_a_decorator_or_an_await_counts_as_run(tmp_path, script):
+    """A walker call that ran, through a decorator's wrapper (the frame above the ``f(**kw)``
+    call is ``wrapper``) or an ``await`` (the frame is at the await's send, no call), was
+    "never ran", and the site kept, though removing its flag changes nothing."""
+    source = "import torch\n\nw = torch.ones(3, requires_grad=True)\n" + script + \
+        "result = [w.grad]\n"
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    outcome, report = run_fixture(path, source, audited=True)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
+    assert same(without, outcome)  # the truth: the flag changes nothing
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()
+
+
 @pytest.mark.parametrize("unpacked", ["*hooks['extras'](w.sum(), False)",
                                       "**hooks['options'](w.sum(), False)",
                                       "*hooks['backward'](w.sum(), False)",

@@ -756,7 +756,16 @@ class Session:
                         callee = "*"  # (this audit's wrapper of torch.autograd.backward/grad)
                     else:
                         callee = inner.f_code.co_name
+                        # a decorator's wrapper (functools.wraps, torch.enable_grad()): the
+                        # call ran its function too, which the wrapper's closure holds
+                        # (rev43a G3, rev43b G4, rev43d D1: penalty_step(model, x, **cfg))
+                        for wrapped in _closure_functions(inner):
+                            self.ran_unpacking.add((name, at, wrapped.__name__))
                     self.ran_unpacking.add((name, at, callee))
+                elif doing == "awaiting" and inner is not None and inner.f_code.co_flags & 0x180:
+                    # `await train_step(x)`: the coroutine it awaits was made by the call of
+                    # its name in the await (rev43c H1)
+                    self.ran_unpacking.add((name, at, "await " + inner.f_code.co_name))
                 elif doing == "driving" and inner is not None and inner.f_code.co_flags & 0x20:
                     # `for loss in fit(...)`: the generator that the loop drives was made by
                     # the call of its name in the loop's head (rev43b G1)
@@ -1336,7 +1345,8 @@ def _doing(frame, cache: dict) -> str:
     """What the instruction a frame is at does: "call" (a call, whose callee runs above it),
     "unpacking" (a call that unpacks ``*args`` or ``**kwargs``: the code above it may be the
     callee or the unpacking's), or "other" (an instruction that runs code of the program's
-    that is no call: a ``for`` loop's ``__next__``, a list's ``*`` merge, a property).
+    that is no call: a ``for`` loop's ``__next__``, a list's ``*`` merge, a property),
+    "driving" (a ``for`` loop's next step), "awaiting" (an ``await``'s send).
     ``cache``: by code and instruction."""
     key = (frame.f_code, frame.f_lasti)
     known = cache.get(key)
@@ -1350,8 +1360,20 @@ def _doing(frame, cache: dict) -> str:
             op = ins.opname
         known = cache[key] = ("unpacking" if op == "CALL_FUNCTION_EX" else
                               "call" if op.startswith(("CALL", "PRECALL")) else
-                              "driving" if op == "FOR_ITER" else "other")
+                              "driving" if op == "FOR_ITER" else
+                              "awaiting" if op in ("SEND", "YIELD_FROM") else "other")
     return known
+
+
+def _closure_functions(frame) -> list:
+    """The Python functions a frame's closure holds (a decorator's wrapper's ``fn``)."""
+    names = frame.f_code.co_freevars
+    if not names:
+        return []
+    import types
+
+    values = frame.f_locals  # (once per shape of the stack: _hooks.Session.run)
+    return [v for n in names if isinstance(v := values.get(n), types.FunctionType)]
 
 
 def _position(frame) -> tuple | None:

@@ -724,6 +724,7 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
     from ._audit import _call_positions
 
     heads = {id(n.iter): n for n in ast.walk(scope) if isinstance(n, ast.For)}
+    awaits = {id(n.value): n for n in ast.walk(scope) if isinstance(n, ast.Await)}
 
     def ran(call) -> bool:  # a backward pass came from this call (it was on the stack)
         at_places = _call_positions(call)
@@ -734,6 +735,11 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
                 loop.lineno, loop.end_lineno, loop.col_offset, loop.end_col_offset),
                 "for " + call.func.id) in unpacking:
             return True  # `for loss in fit(...)`: the generator it made ran a pass
+        held = awaits.get(id(call))
+        if held is not None and (path, (held.lineno, held.end_lineno, held.col_offset,
+                                        held.end_col_offset), "await " + _called_name(call)
+                                 ) in unpacking:
+            return True  # `await train_step(x)`: the coroutine it made ran a pass
         # f(*args) / f(**kwargs): only where what it unpacks is a value already made (a
         # name, an attribute, an item, a literal), whose unpacking runs no code of the
         # program's (rev43a G2: *map(methodcaller("backward"), ...) that raised midway)
