@@ -803,7 +803,30 @@ def test_a_flag_in_code_with_no_file_is_never_not_needed(tmp_path):
               "    second = model(x).abs().mean()\n    last(second)\n"
               "    losses += [first.detach(), second.detach()]\nresult = losses\n")
     call, report = _kept_though_it_matters(tmp_path / "from_a_string.py", source)
-    assert call.file == "<helper>" and "the flag is not the literal True here" in report.format()
+    assert call.file == "<helper>" and "the literal True here cannot be seen" in report.format()
+
+
+def test_a_literal_flag_in_code_the_program_generated_is_never_not_needed(tmp_path):
+    """rev43c S1: a step generated from a template, ``retain_graph={keep}`` formatted with
+    the config's True: the compiled text has the literal True, though the program wrote it
+    from a value that is False on another run (and reads it again to decide when to step):
+    "not needed", and "remove retain_graph=True", a text that exists nowhere."""
+    template = ("def train_step(loss):\n    loss.backward(retain_graph={keep})\n"
+                "    if not {keep}:\n"
+                "        opt.step()\n        opt.zero_grad()\n")
+    source = ("import torch\n\nkeep = True\ntorch.manual_seed(0)\n"
+              "model = torch.nn.Linear(4, 1)\nx = torch.randn(8, 4)\n"
+              "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              f"exec(compile({template!r}.format(keep=keep), '<generated step>', 'exec'))\n"
+              "losses = []\nfor _ in range(3):\n    loss = model(x).pow(2).mean()\n"
+              "    train_step(loss)\n    losses.append(loss.detach())\nresult = losses\n")
+    path = tmp_path / "generated.py"
+    path.write_text(source)
+    baseline, report = run_fixture(path, audited=True)
+    other, _ = run_fixture(path, source.replace("keep = True", "keep = False"))
+    assert not same(other, baseline)  # the truth: the value the flag is made from matters
+    (site,) = report.calls
+    assert site.file == "<generated step>" and site.verdict == COULD_NOT_TELL, report.format()
 
 
 def test_code_python_keeps_in_linecache_is_read_as_a_file_is(tmp_path):

@@ -166,6 +166,14 @@ def _mark_passed_through(session: Session) -> None:
         # a module's docstring, which pytest-markdown-docs runs under the module's name).
         disk = _tree(source, compiled=False) if source else None
         text = "".join(getattr(record, "_lines", None) or ())
+        if source and disk is None and not text and not os.path.isfile(source):
+            # code the program made and compiled from a string, in no file and not kept by
+            # Python (an exec'd template's `retain_graph={keep}`): its literal True was
+            # written by the program, from a value that may be False on another run (rev43c
+            # S1: "remove retain_graph=True", a text that exists nowhere). A string with a
+            # literal flag is no different to read; both are kept.
+            record.passed_through = record._unread = True
+            continue
         if disk is not None and _not_what_ran(source, text):
             tree = text = None
         else:
