@@ -456,7 +456,7 @@ def _mark_untaken_calls(session: Session) -> None:
                   if not c.needed and not c.history_leak and c.executions]
     if not open_sites:
         return
-    from ._reads import _kind, project_walkers, untaken_calls, untaken_in_callees
+    from ._reads import _kind, project_walkers, untaken_calls, untaken_in_functions
 
     # the program's own files: those it ran on the way to a site, the modules of its own that
     # it imported since the audit began (losses.py of a train.py), and those its files name
@@ -472,13 +472,6 @@ def _mark_untaken_calls(session: Session) -> None:
                and name.endswith(".py") and _kind(name) == 2)
     own.update(_named_from(own))
     extra = project_walkers(sorted(own))
-    # the files whose functions a call that ran after a site may have run: those on the
-    # passes' stacks (by the names the stacks give them, with which what ran is looked up)
-    # and the program's own files named absolutely (a relative name may be another folder's)
-    by_real: dict[str, str] = {}
-    for name in sorted({name for name, _ in session.ran_lines}) + sorted(own):
-        if name and os.path.isabs(name):
-            by_real.setdefault(os.path.realpath(name), name)
     for record in open_sites:
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
@@ -491,21 +484,67 @@ def _mark_untaken_calls(session: Session) -> None:
                   if frame[0] == source or _kind(frame[0]) in kinds}
         if source:
             frames.add((source, record.line, None))
-        found, follow = [], set()
+        found = []
+        # what ran since the site first ran: a call that ran only before it (a warm-up's
+        # aux backward()) is no sign that it runs after it (rev44a G3)
+        ran_lines, ran_places, ran_unpacking = _ran_since(
+            session, getattr(record, "_first_call", 0))
         for name, line, first in sorted(frames, key=lambda f: (f[0], f[1], f[2] or 0)):
             shown = session.display_path(name)
-            found += [f"{shown}:{n}" for n in untaken_calls(name, line, session.ran_lines,
+            found += [f"{shown}:{n}" for n in untaken_calls(name, line, ran_lines,
                                                            session.block, extra,
-                                                           session.ran_places,
-                                                           session.ran_unpacking, first,
-                                                           follow)]
-        # the helpers that ran after the site: a call of theirs that did not (rev43d H1)
-        found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_callees(
-            follow, sorted(name for name in by_real.values() if name == source
-                           or _kind(name) in kinds), session.ran_lines, extra,
-            session.ran_places, session.ran_unpacking,
-            {(name, first) for name, _, first in frames if first})]
+                                                           ran_places, ran_unpacking, first)]
+        # Searched whole, as each of their calls may run after the site: the functions that
+        # started a pass after the site first ran, in another invocation than those on the
+        # way to it (their frames were on that pass's stack: a helper reached by any name,
+        # rev43d H1, rev44b AL, INJ, rev45b K1, K3; the site's own helper called again,
+        # rev44b SK), and those on the way that a loop of a caller's calls again (rev45b K2)
+        after = {(name, first) for name, first in _called_after(session, record)
+                 if name == source or _kind(name) in kinds}
+        found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_functions(
+            after, ran_lines, extra, ran_places, ran_unpacking)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
+
+
+def _ran_since(session: Session, first_call: int):
+    """The calls that ran (``_reads.untaken_calls``'s ``lines_ran``, ``places`` and
+    ``unpacking``) on the stacks of the passes from the ``first_call``-th on."""
+    lines, places, unpacking = set(), {}, set()
+    for shape, last in session.shape_last.items():
+        if last >= first_call:
+            shape_lines, shape_places, shape_unpacking = session.shape_ran[shape]
+            lines.update(shape_lines)
+            for name, at in shape_places:
+                places.setdefault(name, set()).add(at)
+            unpacking.update(shape_unpacking)
+    return lines, places, unpacking
+
+
+def _called_after(session: Session, record) -> set[tuple[str, int]]:
+    """``(file, first line)`` of the functions whose code may run again after the record's
+    site first ran (see ``_mark_untaken_calls``). An invocation is told by its code and the
+    frames outside it, each at its instruction: they stay as they are while it runs, so a
+    pass whose stack holds a function under other outer frames than the site's first run did
+    ran it in another invocation."""
+    from ._reads import in_a_loop
+
+    first_shape = getattr(record, "_first_shape", None)
+    if first_shape is None:
+        return set()
+    # (each frame's code and the frames outside it; not its own instruction, which moves)
+    on_the_way = {first_shape[i:i + 1] + first_shape[i + 2:]
+                  for i in range(0, len(first_shape), 2)}
+    found = set()
+    for shape, last in session.shape_last.items():
+        if last > record._first_call:
+            for k, (name, _, first) in enumerate(session.walked[shape]):
+                if shape[2 * k:2 * k + 1] + shape[2 * k + 2:] not in on_the_way:
+                    found.add((name, first))
+    for shape in record._shapes:  # a caller's loop calls those inside it again
+        lines = session.walked[shape]
+        looping = max((j for j, frame in enumerate(lines) if in_a_loop(*frame)), default=0)
+        found.update((name, first) for name, _, first in lines[:looping])
+    return found
 
 
 def _named_from(files: set[str]) -> set[str]:

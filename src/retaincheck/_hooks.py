@@ -259,19 +259,21 @@ class Session:
         self.stdlib_unclean: set[str] = set()  # names of strings with a read, compiled by
         # the standard library (doctest)
         self.compiled_clean: bool | None = None  # the strings compiled since the last exec
-        # (file name, line) of every user frame on the stack of a backward()/grad() call: a
-        # call in a site's function whose lines are not here did not run (_untaken)
-        self.ran_lines: set[tuple[str, int]] = set()
-        # file name -> places of the calls in it of the same frames, where Python keeps places
-        # (3.11 on): of two calls on one line, which was on the way (rev40b S1, rev40a F2)
-        self.ran_places: dict[str, set[tuple]] = {}
-        # (file name, place, name of the frame above) of frames at a call that unpacks
-        self.ran_unpacking: set[tuple[str, tuple | None, str]] = set()
+        # stack shape -> what its frames tell of the calls that ran (see run), for
+        # _audit._ran_since: the (file name, line) of each frame at a call (a call in a site's
+        # function whose lines are not there did not run: _untaken); (file name, place) of
+        # the same, where Python keeps places (3.11 on: of two calls on one line, which was
+        # on the way, rev40b S1, rev40a F2); (file name, place, name of the frame above) of
+        # frames at a call that unpacks, awaits or drives a loop
+        self.shape_ran: dict = {}
         self.doing: dict = {}  # (code, instruction) -> what that instruction does (_doing)
         # frames whose call's arguments (or graph) the audit reads now (see reading_under)
         self.reading: list = []
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
+        # stack shape -> the number (report.backward_calls) of the last call made with it: the
+        # functions that started a pass after a site's first run (_audit._mark_untaken_calls)
+        self.shape_last: dict = {}
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs
         self.in_child = False  # this process is a child forked during the audit
@@ -728,6 +730,7 @@ class Session:
         lines = self.walked.get(shape)
         if lines is None:
             f, inner, lines = frame, None, []  # (inner: the frame above f)
+            ran_lines, ran_places, ran_unpacking = [], [], []
             while f is not None:  # no filter: plain adds
                 name = f.f_code.co_filename
                 if name and name[0] not in "</" and not os.path.isabs(name):
@@ -735,14 +738,16 @@ class Session:
                     # and exp2/main.py run as "main.py": one's lines are not the other's)
                     name = self.file_of(f) or name
                 # (the line, and the first line of its code: which function, lambda or
-                # class body of the line the frame runs, _reads.untaken_calls)
-                lines.append((name, f.f_lineno, f.f_code.co_firstlineno))
+                # class body of the line the frame runs, _reads.untaken_calls; 0 for a
+                # module's own code, whose first line is 1 as a function's on line 1 may be)
+                lines.append((name, f.f_lineno, 0 if f.f_code.co_name == "<module>"
+                              else f.f_code.co_firstlineno))
                 at = self.place(f)
                 doing = _doing(f, self.doing)
                 if doing == "call":
-                    self.ran_lines.add((name, f.f_lineno))
+                    ran_lines.append((name, f.f_lineno))
                     if at is not None:
-                        self.ran_places.setdefault(name, set()).add(at)
+                        ran_places.append((name, at))
                 elif doing == "unpacking":
                     # f(*args) / f(**kwargs): the frame above may be the call's own callee
                     # or code that its unpacking runs (a generator that starts a pass and
@@ -760,22 +765,24 @@ class Session:
                         # call ran its function too, which the wrapper's closure holds
                         # (rev43a G3, rev43b G4, rev43d D1: penalty_step(model, x, **cfg))
                         for wrapped in _closure_functions(inner):
-                            self.ran_unpacking.add((name, at, wrapped.__name__))
-                    self.ran_unpacking.add((name, at, callee))
+                            ran_unpacking.append((name, at, wrapped.__name__))
+                    ran_unpacking.append((name, at, callee))
                 elif doing == "awaiting" and inner is not None and inner.f_code.co_flags & 0x180:
                     # `await train_step(x)`: the coroutine it awaits was made by the call of
                     # its name in the await (rev43c H1)
-                    self.ran_unpacking.add((name, at, "await " + inner.f_code.co_name))
+                    ran_unpacking.append((name, at, "await " + inner.f_code.co_name))
                 elif doing == "driving" and inner is not None and inner.f_code.co_flags & 0x20:
                     # `for loss in fit(...)`: the generator that the loop drives was made by
                     # the call of its name in the loop's head (rev43b G1)
-                    self.ran_unpacking.add((name, at, "for " + inner.f_code.co_name))
+                    ran_unpacking.append((name, at, "for " + inner.f_code.co_name))
                 # (else: the pass came from code that no call of this line ran, and this
                 # line's calls are not shown to have run: a `**options` merge's keys())
                 f, inner = None if f is base else f.f_back, f
             del inner
             self.walked[shape] = lines = tuple(lines)
+            self.shape_ran[shape] = (tuple(ran_lines), tuple(ran_places), tuple(ran_unpacking))
         del f
+        self.shape_last[shape] = self.report.backward_calls
         if retaining:
             record = self.records.get(key)
             if record is None:
@@ -810,6 +817,8 @@ class Session:
                     record.code = _without_comment(linecache.getline(read, key[1]))
                 record._frames = set()  # (file, line, code's first line) on its stacks
                 record._shapes = set()
+                record._first_call = self.report.backward_calls  # (its first run's number)
+                record._first_shape = shape  # (the invocations on the way to its first run)
                 with LOCK:  # (another thread, or that code, may have made it meanwhile)
                     made = self.records.get(key)
                     if made is None:

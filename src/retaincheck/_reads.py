@@ -631,39 +631,60 @@ def project_walkers(paths) -> frozenset[str]:
         found = more
 
 
-def untaken_in_callees(names: set[str], paths, lines_ran: set[tuple[str, int]],
-                       extra: frozenset[str] = frozenset(),
-                       places: dict[str, set[tuple]] | None = None,
-                       unpacking: set[tuple[str, tuple | None, str]] = frozenset(),
-                       skip: set[tuple[str, int]] = frozenset()) -> list[tuple[str, int]]:
-    """The ``(file, line)`` of the ``backward()``/``grad()`` calls that did not run in the
-    bodies of the functions and methods of the program's own files (``paths``) named
-    ``names`` (``untaken_calls``'s ``follow``: calls that ran after a site), and in those
-    their own calls that ran name, in turn. A helper called after the site may have run one
-    pass and not another: rev43d H1, ``log_grads(model, loss, aux_weight)`` whose probe
-    backward() ran and whose ``if aux_weight: (aux_weight * loss).backward()`` did not. Every
-    function of that name is searched (which one ran is not known: when in doubt, kept),
-    but those in ``skip``, ``(file, first line)`` of the functions on the way to the site,
-    which ``untaken_calls`` searched from the line that led to it."""
-    defs: dict[str, list] = {}
-    for path in paths:
+def in_a_loop(path: str, line: int, first: int | None) -> bool:
+    """Whether ``line`` lies in a loop (``for``, ``while``, a comprehension) of the code that
+    starts at ``first`` (0: the module's own code), not counting loops of functions inside it:
+    the calls that code makes at ``line`` may be made again."""
+    key = (path, line, first)
+    known = _loops.get(key)
+    if known is None:
         tree = _tree(path)
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (path, min(
-                    [node.lineno, *(d.lineno for d in node.decorator_list)])) not in skip:
-                defs.setdefault(node.name, []).append((path, tree, node))
+        scope = None if tree is None else tree if not first else next((
+            n for n in ast.walk(tree) if isinstance(n, _SCOPES) and first == min(
+                [n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])
+            and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        known = False
+        todo = list(ast.iter_child_nodes(scope)) if scope is not None else []
+        while todo and not known:
+            node = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+                continue
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp,
+                                 ast.DictComp, ast.GeneratorExp)):
+                known = node.lineno <= line <= (node.end_lineno or node.lineno)
+            todo.extend(ast.iter_child_nodes(node))
+        _loops[key] = known
+    return known
+
+
+_loops: dict[tuple, bool] = {}
+
+
+def untaken_in_functions(functions, lines_ran: set[tuple[str, int]],
+                         extra: frozenset[str] = frozenset(),
+                         places: dict[str, set[tuple]] | None = None,
+                         unpacking: set[tuple[str, tuple | None, str]] = frozenset(),
+                         ) -> list[tuple[str, int]]:
+    """The ``(file, line)`` of the ``backward()``/``grad()`` calls that did not run in the
+    whole bodies of ``functions``, ``(file, first line of the code)``: those of the program
+    that started a backward pass after a site first ran, whatever name or value reached
+    them (their frames were on that pass's stack). A helper called after the site may have
+    run one pass and not another: rev43d H1, ``log_grads(model, loss, aux_weight)`` whose
+    probe backward() ran and whose ``if aux_weight: (aux_weight * loss).backward()`` did not;
+    rev44b AL, INJ: the same helper reached through an alias, a partial, an injected
+    ``self.logger``. A module's own code (first line 1) is left out."""
     found: set[tuple[str, int]] = set()
-    seen: set[int] = set()
-    todo = list(names)
-    while todo:
-        for path, tree, node in defs.get(todo.pop(), ()):
-            if id(node) not in seen:
-                seen.add(id(node))
-                more: set[str] = set()  # (line 0: every call of the body is after the site)
+    for path, first in sorted(functions):
+        tree = _tree(path)
+        if tree is None or not first:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, _SCOPES) and not isinstance(node, ast.ClassDef) and first == min(
+                    [node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]):
+                # (line 0: every call of the body may run after the site)
                 found.update((path, n) for n in _untaken_in(
-                    path, 0, node, tree, lines_ran, 0, float("inf"), extra, places, unpacking,
-                    more))
-                todo.extend(more)
+                    path, 0, node, tree, lines_ran, 0, float("inf"), extra, places, unpacking))
     return sorted(found)
 
 
@@ -672,7 +693,7 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
                   extra: frozenset[str] = frozenset(),
                   places: dict[str, set[tuple]] | None = None,
                   unpacking: set[tuple[str, tuple | None, str]] = frozenset(),
-                  first: int | None = None, follow: set[str] | None = None) -> list[int]:
+                  first: int | None = None) -> list[int]:
     """Lines of the ``backward()``/``grad()`` calls that could run after the call at ``line``
     (below it, or above it in a loop around both), in the same function as it (or at the top
     level of the file, when it is there; nested functions and classes are other functions),
@@ -687,8 +708,6 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     functions, lambdas and class bodies that hold the line, the one that ran it (a loop's
     ``retry(lambda: step(x))``, a ``filter(lambda p: ...)`` in a site's own line: rev43a G1,
     G1b); without it, the innermost.
-    ``follow``: given a set, the names of the calls that ran and could run after the site are
-    added to it, for ``untaken_in_callees`` (a helper that ran may hold a call that did not).
     ``block``: the ``(file, line)`` of a ``with retaincheck.audit()`` statement; when ``line``
     is inside that block, only the calls inside it count (what runs after it is not audited).
     """
@@ -710,18 +729,16 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     if ran_it:
         if len(ran_it) > 1:  # (two lambdas on one line: which ran cannot be told, so both)
             return sorted({n for s in ran_it for n in _untaken_in(
-                path, line, s, tree, lines_ran, low, high, extra, places, unpacking, follow)})
+                path, line, s, tree, lines_ran, low, high, extra, places, unpacking)})
         scope = ran_it[0]
-    elif first is not None and first <= 1 or not holding:
+    elif first == 0 or not holding:
         scope = tree  # the module's own code
     else:  # the innermost function (or class body) holding the line
         scope = max(holding, key=lambda n: (n.lineno, n.col_offset))
-    return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking,
-                       follow)
+    return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking)
 
 
-def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking,
-                follow=None):
+def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking):
     """``untaken_calls`` in one ``scope`` (a function, lambda, class body or the module)."""
     # Where Python keeps places, a call ran only if its own place was on a stack: a line on
     # a stack may be another call's of that line, one that is no walker by its name (rev43d
@@ -793,8 +810,6 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
             loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops)
         if ran(node) or not placed and any((path, n) in lines_ran and per_line[n] == 1
                                            for n in lines):
-            if after and follow is not None:
-                follow.add(_called_name(node))  # its body may hold one that did not run
             continue  # a call that ran (its place, or, with no places, a line of its own)
         if after:
             found.append(node.lineno)
@@ -804,8 +819,6 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
     # no place known (before 3.11), every call but one that may be the site is counted.
     if any(ran(c) for c in on_the_line):
         found.extend(c.lineno for c in on_the_line if not ran(c))
-        if follow is not None:
-            follow.update(_called_name(c) for c in on_the_line if ran(c) and not _is_site_call(c))
     else:
         site = next((c for c in on_the_line if _is_site_call(c)), on_the_line[0] if on_the_line
                     else None)
