@@ -659,6 +659,28 @@ def test_a_call_that_ran_through_a_decorator_or_an_await_counts_as_run(tmp_path,
     assert site.verdict == NOT_NEEDED, report.format()
 
 
+@pytest.mark.parametrize("consumed", ["[loss for loss in fit(w)]", "list(fit(w))",
+                                      "[i for i, loss in enumerate(fit(w))]",
+                                      "sum(loss for loss in fit(w))"])
+def test_a_generator_loop_consumed_by_a_call_or_a_comprehension_counts_as_run(tmp_path,
+                                                                             consumed):
+    """rev45b Q1, rev44a C1: a generator training loop driven by list(), sum(), enumerate()
+    or a comprehension ran every pass, but only a bare ``for x in fit(...)`` credited its
+    call: "the call never ran", and the site kept, though its flag changes nothing."""
+    source = ("import torch\n\n\ndef fit(w):\n    for _ in range(3):\n"
+              "        loss = (w * 2).sum()\n        loss.backward()\n"
+              "        yield loss.detach()\n\n\nw = torch.ones(3, requires_grad=True)\n"
+              "(w * 3).pow(2).sum().backward(retain_graph=True)\n"
+              f"done = {consumed}\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    outcome, report = run_fixture(path, source, audited=True)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
+    assert same(without, outcome)  # the truth: the flag changes nothing
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()
+
+
 @pytest.mark.parametrize("unpacked", ["*hooks['extras'](w.sum(), False)",
                                       "**hooks['options'](w.sum(), False)",
                                       "*hooks['backward'](w.sum(), False)",

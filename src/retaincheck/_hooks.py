@@ -748,6 +748,10 @@ class Session:
                     ran_lines.append((name, f.f_lineno))
                     if at is not None:
                         ran_places.append((name, at))
+                    if inner is not None and inner.f_code.co_flags & 0x20:
+                        # list(fit(...)), sum(fit(...)): the call drives a generator that
+                        # a call of its name inside it made (rev45b Q1)
+                        ran_unpacking.append((name, at, "for " + inner.f_code.co_name))
                 elif doing == "unpacking":
                     # f(*args) / f(**kwargs): the frame above may be the call's own callee
                     # or code that its unpacking runs (a generator that starts a pass and

@@ -757,17 +757,33 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
                 per_line[n] = per_line.get(n, 0) + 1
     from ._audit import _call_positions
 
-    heads = {id(n.iter): n for n in ast.walk(scope) if isinstance(n, ast.For)}
+    # the places of the loops, comprehensions and calls that may drive a generator made by
+    # a call inside them (`for i, loss in enumerate(fit(...))`, `[l for l in fit(...)]`,
+    # `list(fit(...))`: rev43b G1, rev45b Q1, rev44a C1), for each call inside them
+    driving: dict[int, list[tuple]] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            inside, at = [node.iter], [(node.lineno, node.end_lineno, node.col_offset,
+                                        node.end_col_offset)]
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            inside, at = [node.generators[0].iter], [(
+                node.lineno, node.end_lineno, node.col_offset, node.end_col_offset)]
+        elif isinstance(node, ast.Call):
+            inside, at = [*node.args, *node.keywords], sorted(_call_positions(node))
+        else:
+            continue
+        for part in inside:
+            for call in ast.walk(part):
+                if isinstance(call, ast.Call):
+                    driving.setdefault(id(call), []).extend(at)
     awaits = {id(n.value): n for n in ast.walk(scope) if isinstance(n, ast.Await)}
 
     def ran(call) -> bool:  # a backward pass came from this call (it was on the stack)
         at_places = _call_positions(call)
         if any(at in placed for at in at_places):
             return True
-        loop = heads.get(id(call))
-        if loop is not None and isinstance(call.func, ast.Name) and (path, (
-                loop.lineno, loop.end_lineno, loop.col_offset, loop.end_col_offset),
-                "for " + call.func.id) in unpacking:
+        if any((path, at, "for " + _called_name(call)) in unpacking
+               for at in driving.get(id(call), ())):
             return True  # `for loss in fit(...)`: the generator it made ran a pass
         held = awaits.get(id(call))
         if held is not None and (path, (held.lineno, held.end_lineno, held.col_offset,
