@@ -447,6 +447,21 @@ VARIANTS_AFTER_THE_SITE = {   'above_the_site_in_a_loop': 'def train_step(w, pre
                     '    backward_step(loss if aux_weight else (w * 2).sum(), '
                     'replay=bool(aux_weight))\n'
                     '    return [w.grad]\n',
+    'called_through_reduce': 'import functools\n'
+                             '\n'
+                             '\n'
+                             'def train_step(prev, w, aux_weight):\n'
+                             '    if aux_weight and prev is not None:\n'
+                             '        (aux_weight * prev).backward()\n'
+                             '    loss = (w * 3).pow(2).sum()\n'
+                             '    loss.backward(retain_graph=True)\n'
+                             '    return loss\n'
+                             '\n'
+                             '\n'
+                             'def run(w, aux_weight):\n'
+                             '    functools.reduce(lambda prev, _: train_step(prev, w, '
+                             'aux_weight), range(2), None)\n'
+                             '    return [w.grad]\n',
     'class_init': 'class GradReport:\n'
                   '    def __init__(self, w, loss, aux_weight):\n'
                   '        (w * 0.5).sum().backward()\n'
@@ -552,7 +567,8 @@ def test_code_that_may_run_after_the_site_is_searched_for_its_calls_that_did_not
     ``getattr`` with a constant name; rev45b K3: a class whose ``__init__`` runs the passes;
     rev45b K2, rev45a F1: the untaken call above the site in its own function, which a
     caller's loop runs again; rev44b SK: the site's helper called again from another line;
-    rev44a G3: the helper's aux call ran once, before the site (a warm-up), and not after.
+    rev44a G3: the helper's aux call ran once, before the site (a warm-up), and not after;
+    rev46b M1, rev46a F2: the step called again by functools.reduce (no loop statement).
     The code that ran after the site is found by the frames on its passes' stacks, whatever
     name reached it."""
     (tmp_path / "after_steps.py").write_text(VARIANTS_AFTER_THE_SITE[variant])
@@ -657,6 +673,27 @@ def test_a_call_that_ran_through_a_decorator_or_an_await_counts_as_run(tmp_path,
     assert same(without, outcome)  # the truth: the flag changes nothing
     (site,) = report.calls
     assert site.verdict == NOT_NEEDED, report.format()
+
+
+def test_of_two_generator_calls_of_one_name_in_a_loops_head_neither_counts_as_run(tmp_path):
+    """rev46a F1: `for v in (replay(buffer + [loss]) if current else replay(buffer))`: the
+    generator that ran a pass was made by one of the two calls, and both counted as run: the
+    untaken one, which walks the retained graph again, was never searched ("not needed",
+    proven, and --fix --write broke the run that takes it)."""
+    source = ("import torch\n\n\ndef replay(losses):\n    for loss in losses:\n"
+              "        loss.backward()\n        yield loss.detach()\n\n\n"
+              "w = torch.ones(3, requires_grad=True)\ncurrent = False\n"
+              "loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\n"
+              "for v in (replay([loss]) if current else replay([(w * 2).sum()])):\n"
+              "    pass\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    taken = source.replace("current = False", "current = True")
+    broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
+    assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
 
 
 @pytest.mark.parametrize("consumed", ["[loss for loss in fit(w)]", "list(fit(w))",

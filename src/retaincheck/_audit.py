@@ -526,7 +526,7 @@ def _called_after(session: Session, record) -> set[tuple[str, int]]:
     frames outside it, each at its instruction: they stay as they are while it runs, so a
     pass whose stack holds a function under other outer frames than the site's first run did
     ran it in another invocation."""
-    from ._reads import in_a_loop
+    from ._reads import _kind, called_by_name, in_a_loop
 
     first_shape = getattr(record, "_first_shape", None)
     if first_shape is None:
@@ -542,7 +542,12 @@ def _called_after(session: Session, record) -> set[tuple[str, int]]:
                     found.add((name, first))
     for shape in record._shapes:  # a caller's loop calls those inside it again
         lines = session.walked[shape]
-        looping = max((j for j, frame in enumerate(lines) if in_a_loop(*frame)), default=0)
+        # (or a call of the program's own code through code with no frame, map(), reduce():
+        # not exec()'s or an import's of a module's code)
+        looping = max((j for j, frame in enumerate(lines) if in_a_loop(*frame) or (
+            j and _kind(frame[0]) == 2 and shape[2 * j - 2].co_name != "<module>"
+            and not called_by_name(frame[0], shape[2 * j], shape[2 * j + 1],
+                                   shape[2 * j - 2].co_name))), default=0)
         found.update((name, first) for name, _, first in lines[:looping])
     return found
 

@@ -661,6 +661,26 @@ def in_a_loop(path: str, line: int, first: int | None) -> bool:
 _loops: dict[tuple, bool] = {}
 
 
+def called_by_name(path: str, code, lasti: int, callee: str) -> bool:
+    """Whether the call at instruction ``lasti`` of ``code`` (in ``path``) names ``callee``:
+    if not, code with no frame of its own (``map``, ``functools.reduce``, ``sorted``'s key)
+    called it, and may call it again (rev46b M1: ``list(map(self.train_step, batches))``).
+    When in doubt (no place, no text), not."""
+    import itertools
+
+    try:
+        at = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
+    except AttributeError:
+        return False
+    tree = _tree(path)
+    if at is None or None in at or tree is None:
+        return False
+    from ._audit import _call_positions
+
+    return any(isinstance(n, ast.Call) and at in _call_positions(n) and _called_name(n) == callee
+               for n in ast.walk(tree))
+
+
 def untaken_in_functions(functions, lines_ran: set[tuple[str, int]],
                          extra: frozenset[str] = frozenset(),
                          places: dict[str, set[tuple]] | None = None,
@@ -772,10 +792,11 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
             inside, at = [*node.args, *node.keywords], sorted(_call_positions(node))
         else:
             continue
-        for part in inside:
-            for call in ast.walk(part):
-                if isinstance(call, ast.Call):
-                    driving.setdefault(id(call), []).extend(at)
+        calls = [c for part in inside for c in ast.walk(part) if isinstance(c, ast.Call)]
+        called = [_called_name(c) for c in calls]
+        for call, name in zip(calls, called, strict=True):
+            if called.count(name) == 1:  # (two of one name: which made it cannot be told,
+                driving.setdefault(id(call), []).extend(at)  # rev46a F1: a ternary's two)
     awaits = {id(n.value): n for n in ast.walk(scope) if isinstance(n, ast.Await)}
 
     def ran(call) -> bool:  # a backward pass came from this call (it was on the stack)
