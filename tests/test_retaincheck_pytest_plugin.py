@@ -235,6 +235,51 @@ def test_a_site_in_code_with_no_file_is_never_a_6(pytester, monkeypatch):
         "kept, not listed: <config>:2: could not tell (the code of this line cannot be read)"]
 
 
+AFTER_A_FIXTURE = {
+    # rev46b F1: the test walks its fixture's loss again behind an option
+    "test_body": (
+        "import os\n\nimport pytest\nimport torch\n\n\n@pytest.fixture\ndef probed():\n"
+        "    w = torch.ones(3, requires_grad=True)\n    loss = (w * 3).pow(2).sum()\n"
+        "    loss.backward(retain_graph=True)\n    return w, loss\n\n\n"
+        "def test_probe(probed):\n    w, loss = probed\n    if os.environ.get('AGAIN'):\n"
+        "        loss.backward()\n    assert w.grad.sum() > 0\n"),
+    # rev46b T1: a yield fixture walks the test's loss again at its teardown
+    "fixture_teardown": (
+        "import os\n\nimport pytest\nimport torch\n\n\n@pytest.fixture\ndef losses():\n"
+        "    kept = []\n    yield kept\n    if os.environ.get('AGAIN'):\n"
+        "        for loss in kept:\n            loss.backward()\n\n\n"
+        "def test_step(losses):\n    w = torch.ones(3, requires_grad=True)\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    losses.append(loss)\n"),
+    # rev46b F1b: a TestCase's setUp makes the loss, the test walks it again
+    "unittest_setup": (
+        "import os\nimport unittest\n\nimport torch\n\n\nclass T(unittest.TestCase):\n"
+        "    def setUp(self):\n        self.w = torch.ones(3, requires_grad=True)\n"
+        "        self.loss = (self.w * 3).pow(2).sum()\n"
+        "        self.loss.backward(retain_graph=True)\n\n    def test_again(self):\n"
+        "        if os.environ.get('AGAIN'):\n            self.loss.backward()\n"
+        "        self.assertTrue(self.w.grad.sum() > 0)\n"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(AFTER_A_FIXTURE))
+def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(
+        pytester, monkeypatch, where):
+    """rev46b T1, F1, F1b: a site in a fixture (or setUp) is followed by the test's own code,
+    and a site in a test by its fixtures' teardown; an untaken backward() there, which starts
+    no pass, was never searched: exit 6, proven, and the option's path broke."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_after=AFTER_A_FIXTURE[where])
+    result = run(pytester, "--retaincheck-fail")
+    assert result.ret == 0, result.outlines
+    assert any("could not tell" in line for line in section(result)), section(result)
+    # the truth: the path that walks the graph again needs the flag
+    monkeypatch.setenv("AGAIN", "1")
+    assert run(pytester).ret == 0
+    pytester.makepyfile(test_after=AFTER_A_FIXTURE[where].replace("retain_graph=True", ""))
+    assert run(pytester).ret == 1
+
+
 PARAMETRIZED = """
 import pytest
 import torch

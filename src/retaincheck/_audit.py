@@ -499,8 +499,10 @@ def _mark_untaken_calls(session: Session) -> None:
         # way to it (their frames were on that pass's stack: a helper reached by any name,
         # rev43d H1, rev44b AL, INJ, rev45b K1, K3; the site's own helper called again,
         # rev44b SK), and those on the way that a loop of a caller's calls again (rev45b K2)
+        # (an installed package's too: a helper in a pip-installed package that ran a pass
+        # after the site, rev46a F3)
         after = {(name, first) for name, first in _called_after(session, record)
-                 if name == source or _kind(name) in kinds}
+                 if name == source or _kind(name) in (1, 2)}
         found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_functions(
             after, ran_lines, extra, ran_places, ran_unpacking)]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
@@ -549,6 +551,9 @@ def _called_after(session: Session, record) -> set[tuple[str, int]]:
             and not called_by_name(frame[0], shape[2 * j], shape[2 * j + 1],
                                    shape[2 * j - 2].co_name))), default=0)
         found.update((name, first) for name, _, first in lines[:looping])
+    # what a test runner runs besides (the pytest plugin): not the code on the way
+    found.update(session.code_after - {(name, first) for name, _, first in session.walked.get(
+        first_shape, ())})
     return found
 
 

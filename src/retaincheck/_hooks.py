@@ -274,6 +274,9 @@ class Session:
         # stack shape -> the number (report.backward_calls) of the last call made with it: the
         # functions that started a pass after a site's first run (_audit._mark_untaken_calls)
         self.shape_last: dict = {}
+        # (file, first line) of code a test runner runs after a site besides what its passes
+        # show (the pytest plugin: the test function, its fixtures: _audit._called_after)
+        self.code_after: set = set()
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs
         self.in_child = False  # this process is a child forked during the audit

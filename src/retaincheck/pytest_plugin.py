@@ -454,6 +454,8 @@ class _Plugin:
                 # the test's loss after its teardown (a makereport wrapper, a teardown
                 # wrapper outside this one: rev37b G4, G4b) still marks the site needed
                 context._keep_tags = True
+                if context._session is not None:
+                    context._session.code_after = _test_code(item)
                 context.__exit__(None, None, None)
                 self.hooked.append(context._session)
                 # named in the main process, from its own folder: an xdist worker's may be
@@ -810,3 +812,33 @@ class _Plugin:
             tr.write_line(m("p_unaudited", n=len(self.unaudited)))
         for line in last:
             tr.write_line(line)
+
+
+def _test_code(item) -> set[tuple[str, int]]:
+    """``(file, first line)`` of the code pytest runs for a test besides what is on the way to
+    a site: the test function, its fixtures (their teardown runs after the test), and, for a
+    test class (a ``unittest.TestCase``), every function of the class (``setUp``,
+    ``tearDown``). A site in a fixture or ``setUp`` is followed by the test's own calls, which
+    start no pass the audit could see when they do not run (rev46b T1, F1, F1b)."""
+    import inspect
+
+    functions = [getattr(item, "obj", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in getattr(info, "name2fixturedefs", {}).values():
+        functions.extend(getattr(d, "func", None) for d in defs)
+    cls = getattr(item, "cls", None)
+    if cls is not None:  # (each name as the class resolves it: not an overridden method)
+        resolved: dict = {}
+        for c in cls.__mro__:
+            if c.__module__ not in ("unittest.case", "builtins"):
+                for name, value in vars(c).items():
+                    resolved.setdefault(name, value)
+        functions.extend(resolved.values())
+    found = set()
+    for function in functions:
+        try:
+            code = inspect.unwrap(getattr(function, "__func__", function)).__code__
+        except (AttributeError, TypeError, ValueError):
+            continue
+        found.add((code.co_filename, code.co_firstlineno))
+    return found
