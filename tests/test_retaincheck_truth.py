@@ -1178,6 +1178,36 @@ def test_a_site_in_an_installed_package_is_searched_for_its_packages_untaken_cal
     assert site.unseen_calls[0].endswith("loop.py:8")
 
 
+def test_a_helper_of_an_installed_package_that_ran_after_the_site_is_searched(tmp_path,
+                                                                           monkeypatch):
+    """rev46a F3: the gradient-logging helper of a pip-installed package ran its probe pass
+    after the site and not its ``if aux_weight:`` backward(); installed packages were left
+    out of the search: "not needed", proven, and the aux path broke."""
+    from retaincheck import _reads
+
+    lib = tmp_path / "lib" / "loglib_f3"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(
+        "def log_grads(w, loss, aux_weight):\n    (w * 0.5).sum().backward()\n"
+        "    if aux_weight:\n        (aux_weight * loss).backward()\n    return w.grad.sum()\n")
+    monkeypatch.setitem(_reads._kinds, str(lib / "__init__.py"), 1)  # as site-packages
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    source = ("import torch\nfrom loglib_f3 import log_grads\n\naux = 0.0\n"
+              "w = torch.ones(3, requires_grad=True)\nloss = (w * 3).pow(2).sum()\n"
+              "loss.backward(retain_graph=True)\nresult = [log_grads(w, loss, aux)]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    try:
+        _, report = run_fixture(path, source, audited=True)
+        taken = source.replace("aux = 0.0", "aux = 1.0")
+        broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
+        assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
+    finally:
+        sys.modules.pop("loglib_f3", None)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+
+
 STEPS = """import torch
 
 
