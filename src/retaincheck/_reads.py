@@ -666,6 +666,17 @@ def called_by_name(path: str, code, lasti: int, callee: str) -> bool:
     if not, code with no frame of its own (``map``, ``functools.reduce``, ``sorted``'s key)
     called it, and may call it again (rev46b M1: ``list(map(self.train_step, batches))``).
     When in doubt (no place, no text), not."""
+    key = (path, code, lasti, callee)
+    known = _by_name.get(key)
+    if known is None:
+        known = _by_name[key] = _called_by_name(path, code, lasti, callee)
+    return known
+
+
+_by_name: dict[tuple, bool] = {}
+
+
+def _called_by_name(path: str, code, lasti: int, callee: str) -> bool:
     import itertools
 
     try:
