@@ -262,6 +262,22 @@ AFTER_A_FIXTURE = {
 }
 
 
+def test_a_test_classs_other_tests_are_not_code_after_a_site(pytester, monkeypatch):
+    """rev47b C1: every method of a test class was searched whole after a site, the class's
+    other tests too (pytest runs each as a test of its own): each site kept, with "the call at
+    ... did not run", though it ran in the other test and neither flag is needed."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_two=(
+        "import torch\n\n\nclass TestTwo:\n    def setup_method(self):\n"
+        "        self.w = torch.ones(3, requires_grad=True)\n\n    def test_a(self):\n"
+        "        (self.w * 2).sum().backward(retain_graph=True)\n\n    def test_b(self):\n"
+        "        (self.w * 3).sum().backward(retain_graph=True)\n"))
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=2)
+    assert section(result)[0].startswith("2 retain_graph=True call sites not needed"), \
+        section(result)
+
+
 @pytest.mark.parametrize("where", sorted(AFTER_A_FIXTURE))
 def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(
         pytester, monkeypatch, where):
