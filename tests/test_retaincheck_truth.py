@@ -1212,6 +1212,32 @@ def test_a_helper_of_an_installed_package_that_ran_after_the_site_is_searched(tm
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
 
 
+def test_a_base_pythons_site_packages_inside_its_standard_library_is_installed(tmp_path,
+                                                                              monkeypatch):
+    """rev47a N4: a venv made with --system-site-packages reads the base Python's
+    site-packages, which lies inside the base's standard library folder: its packages were
+    taken for the standard library, never searched (a helper there that ran after the site:
+    "not needed", proven)."""
+    import sysconfig
+
+    from retaincheck import _reads
+
+    base = tmp_path / "base" / "lib" / "python3"
+    module = base / "site-packages" / "loglib" / "__init__.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("")
+    venv = tmp_path / "venv" / "lib" / "site-packages"
+    venv.mkdir(parents=True)
+    paths = {**sysconfig.get_paths(), "stdlib": str(base), "platstdlib": str(base),
+             "purelib": str(venv), "platlib": str(venv)}
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: paths)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(venv), str(base / "site-packages")])
+    monkeypatch.setattr(_reads, "_dirs", None)
+    monkeypatch.setattr(_reads, "_kinds", {})
+    assert _reads._kind(str(module)) == 1  # installed: searched, as the venv's own packages
+    assert _reads._kind(str(base / "os.py")) == 0  # the standard library itself: left out
+
+
 STEPS = """import torch
 
 

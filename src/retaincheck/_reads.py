@@ -391,6 +391,11 @@ def _kind(name: str) -> int:
             paths = sysconfig.get_paths()
             ours = {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
             installed = {paths[k] for k in ("purelib", "platlib") if paths.get(k)}
+            # and every site-packages folder on the path: a venv made with
+            # --system-site-packages reads the base Python's, which lies inside the base's
+            # standard library folder and was taken for it (rev47a N4)
+            installed.update(p for p in sys.path if isinstance(p, str) and os.path.basename(
+                p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
             stdlib = {paths[k] for k in ("stdlib", "platstdlib") if paths.get(k)}
             # in this order: site-packages often lies inside the standard library's folder
             # (pyenv, python.org's builds, the python Docker image: lib/python3.X/site-packages)
