@@ -640,10 +640,10 @@ def in_a_loop(path: str, line: int, first: int | None) -> bool:
     """Whether ``line`` lies in a loop (``for``, ``while``, a comprehension) of the code that
     starts at ``first`` (0: the module's own code), not counting loops of functions inside it:
     the calls that code makes at ``line`` may be made again."""
-    key = (path, line, first)
+    tree = _tree(path)  # (the file as it is now: a tree per text, kept in _trees)
+    key = (id(tree), line, first)
     known = _loops.get(key)
     if known is None:
-        tree = _tree(path)
         scope = None if tree is None else tree if not first else next((
             n for n in ast.walk(tree) if isinstance(n, _SCOPES) and first == min(
                 [n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])
@@ -671,24 +671,24 @@ def called_by_name(path: str, code, lasti: int, callee: str) -> bool:
     if not, code with no frame of its own (``map``, ``functools.reduce``, ``sorted``'s key)
     called it, and may call it again (rev46b M1: ``list(map(self.train_step, batches))``).
     When in doubt (no place, no text), not."""
-    key = (path, code, lasti, callee)
+    tree = _tree(path)  # (the file as it is now: a tree per text, kept in _trees)
+    key = (id(tree), code, lasti, callee)
     known = _by_name.get(key)
     if known is None:
-        known = _by_name[key] = _called_by_name(path, code, lasti, callee)
+        known = _by_name[key] = _called_by_name(tree, code, lasti, callee)
     return known
 
 
 _by_name: dict[tuple, bool] = {}
 
 
-def _called_by_name(path: str, code, lasti: int, callee: str) -> bool:
+def _called_by_name(tree, code, lasti: int, callee: str) -> bool:
     import itertools
 
     try:
         at = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
     except AttributeError:
         return False
-    tree = _tree(path)
     if at is None or None in at or tree is None:
         return False
     from ._audit import _call_positions
