@@ -388,172 +388,59 @@ def test_each_function_on_the_way_is_searched_whichever_caller_came_first(tmp_pa
     assert site.unseen_calls[0].endswith("loop.py:13"), site.unseen_calls
 
 
-VARIANTS_AFTER_THE_SITE = {   'above_the_site_in_a_loop': 'def train_step(w, prev, aux_weight):\n'
-                                '    if aux_weight and prev is not None:\n'
-                                '        (aux_weight * prev).backward()\n'
-                                '    loss = (w * 3).pow(2).sum()\n'
-                                '    loss.backward(retain_graph=True)\n'
-                                '    return loss\n'
-                                '\n'
-                                '\n'
-                                'def run(w, aux_weight):\n'
-                                '    prev = None\n'
-                                '    for _ in range(2):\n'
-                                '        prev = train_step(w, prev, aux_weight)\n'
-                                '    return [w.grad]\n',
-    'alias': 'def log_grads(w, loss, aux_weight):\n'
-             '    (w * 0.5).sum().backward()\n'
-             '    if aux_weight:\n'
-             '        (aux_weight * loss).backward()\n'
-             '    return w.grad.sum()\n'
-             '\n'
-             '\n'
-             'log_fn = log_grads\n'
-             '\n'
-             '\n'
-             'def train_step(w, aux_weight):\n'
-             '    loss = (w * 3).pow(2).sum()\n'
-             '    loss.backward(retain_graph=True)\n'
-             '    return log_fn(w, loss, aux_weight)\n'
-             '\n'
-             '\n'
-             'def run(w, aux_weight):\n'
-             '    return [train_step(w, aux_weight)]\n',
-    'by_its_name': 'def log_grads(w, loss, aux_weight):\n'
-                   '    (w * 0.5).sum().backward()\n'
-                   '    if aux_weight:\n'
-                   '        (aux_weight * loss).backward()\n'
-                   '    return w.grad.sum()\n'
-                   '\n'
-                   '\n'
-                   'def train_step(w, aux_weight):\n'
-                   '    loss = (w * 3).pow(2).sum()\n'
-                   '    loss.backward(retain_graph=True)\n'
-                   '    return log_grads(w, loss, aux_weight)\n'
-                   '\n'
-                   '\n'
-                   'def run(w, aux_weight):\n'
-                   '    return [train_step(w, aux_weight)]\n',
-    'called_again': 'def backward_step(loss, replay=False):\n'
-                    '    if replay:\n'
-                    '        loss.backward()\n'
-                    '        return\n'
-                    '    loss.backward(retain_graph=True)\n'
-                    '\n'
-                    '\n'
-                    'def run(w, aux_weight):\n'
-                    '    loss = (w * 3).pow(2).sum()\n'
-                    '    backward_step(loss)\n'
-                    '    backward_step(loss if aux_weight else (w * 2).sum(), '
-                    'replay=bool(aux_weight))\n'
-                    '    return [w.grad]\n',
-    'called_through_reduce': 'import functools\n'
-                             '\n'
-                             '\n'
-                             'def train_step(prev, w, aux_weight):\n'
-                             '    if aux_weight and prev is not None:\n'
-                             '        (aux_weight * prev).backward()\n'
-                             '    loss = (w * 3).pow(2).sum()\n'
-                             '    loss.backward(retain_graph=True)\n'
-                             '    return loss\n'
-                             '\n'
-                             '\n'
-                             'def run(w, aux_weight):\n'
-                             '    functools.reduce(lambda prev, _: train_step(prev, w, '
-                             'aux_weight), range(2), None)\n'
-                             '    return [w.grad]\n',
-    'class_init': 'class GradReport:\n'
-                  '    def __init__(self, w, loss, aux_weight):\n'
-                  '        (w * 0.5).sum().backward()\n'
-                  '        if aux_weight:\n'
-                  '            (aux_weight * loss).backward()\n'
-                  '        self.norm = w.grad.sum()\n'
-                  '\n'
-                  '\n'
-                  'def train_step(w, aux_weight):\n'
-                  '    loss = (w * 3).pow(2).sum()\n'
-                  '    loss.backward(retain_graph=True)\n'
-                  '    return GradReport(w, loss, aux_weight).norm\n'
-                  '\n'
-                  '\n'
-                  'def run(w, aux_weight):\n'
-                  '    return [train_step(w, aux_weight)]\n',
-    'getattr': 'def log_grads(w, loss, aux_weight):\n'
-               '    (w * 0.5).sum().backward()\n'
-               '    if aux_weight:\n'
-               '        (aux_weight * loss).backward()\n'
-               '    return w.grad.sum()\n'
-               '\n'
-               '\n'
-               'class Hooks:\n'
-               '    on_step_end = staticmethod(log_grads)\n'
-               '\n'
-               '\n'
-               'def train_step(w, aux_weight):\n'
-               '    loss = (w * 3).pow(2).sum()\n'
-               '    loss.backward(retain_graph=True)\n'
-               '    return getattr(Hooks, "on_step_end")(w, loss, aux_weight)\n'
-               '\n'
-               '\n'
-               'def run(w, aux_weight):\n'
-               '    return [train_step(w, aux_weight)]\n',
-    'injected': 'def log_grads(w, loss, aux_weight):\n'
-                '    (w * 0.5).sum().backward()\n'
-                '    if aux_weight:\n'
-                '        (aux_weight * loss).backward()\n'
-                '    return w.grad.sum()\n'
-                '\n'
-                '\n'
-                'class Trainer:\n'
-                '    def __init__(self, logger):\n'
-                '        self.logger = logger\n'
-                '\n'
-                '    def after(self, w, loss, aux_weight):\n'
-                '        return self.logger(w, loss, aux_weight)\n'
-                '\n'
-                '\n'
-                'def train_step(w, aux_weight):\n'
-                '    loss = (w * 3).pow(2).sum()\n'
-                '    loss.backward(retain_graph=True)\n'
-                '    return Trainer(log_grads).after(w, loss, aux_weight)\n'
-                '\n'
-                '\n'
-                'def run(w, aux_weight):\n'
-                '    return [train_step(w, aux_weight)]\n',
-    'partial': 'import functools\n'
-               '\n'
-               '\n'
-               'def log_grads(w, loss, aux_weight):\n'
-               '    (w * 0.5).sum().backward()\n'
-               '    if aux_weight:\n'
-               '        (aux_weight * loss).backward()\n'
-               '    return w.grad.sum()\n'
-               '\n'
-               '\n'
-               'def train_step(w, aux_weight):\n'
-               '    loss = (w * 3).pow(2).sum()\n'
-               '    loss.backward(retain_graph=True)\n'
-               '    return functools.partial(log_grads, aux_weight=aux_weight)(w, loss)\n'
-               '\n'
-               '\n'
-               'def run(w, aux_weight):\n'
-               '    return [train_step(w, aux_weight)]\n',
-    'warm_up_before': 'def log_grads(w, loss, aux_weight):\n'
-                      '    (w * 0.5).sum().backward()\n'
-                      '    if aux_weight:\n'
-                      '        (aux_weight * loss).backward()\n'
-                      '    return w.grad.sum()\n'
-                      '\n'
-                      '\n'
-                      'def train_step(w, aux_weight):\n'
-                      '    loss = (w * 3).pow(2).sum()\n'
-                      '    loss.backward(retain_graph=True)\n'
-                      '    return log_grads(w, loss, aux_weight)\n'
-                      '\n'
-                      '\n'
-                      'def run(w, aux_weight):\n'
-                      '    log_grads(w, (w * 1).sum(), 0.5)  # a warm-up: its aux pass runs\n'
-                      '    return [train_step(w, aux_weight)]\n'}
+_LOG_GRADS = ("def log_grads(w, loss, aux_weight):\n    (w * 0.5).sum().backward()\n"
+              "    if aux_weight:\n        (aux_weight * loss).backward()\n"
+              "    return w.grad.sum()\n\n\n")
+
+
+def _step(call: str, run: str = "    return [train_step(w, aux_weight)]\n") -> str:
+    """A train_step whose site is followed by ``call``, and the run() that calls it."""
+    return ("def train_step(w, aux_weight):\n    loss = (w * 3).pow(2).sum()\n"
+            f"    loss.backward(retain_graph=True)\n    return {call}\n\n\n"
+            f"def run(w, aux_weight):\n{run}")
+
+
+VARIANTS_AFTER_THE_SITE = {
+    "by_its_name": _LOG_GRADS + _step("log_grads(w, loss, aux_weight)"),
+    "alias": _LOG_GRADS + "log_fn = log_grads\n\n\n" + _step("log_fn(w, loss, aux_weight)"),
+    "partial": "import functools\n\n\n" + _LOG_GRADS + _step(
+        "functools.partial(log_grads, aux_weight=aux_weight)(w, loss)"),
+    "injected": _LOG_GRADS + (
+        "class Trainer:\n    def __init__(self, logger):\n        self.logger = logger\n\n"
+        "    def after(self, w, loss, aux_weight):\n"
+        "        return self.logger(w, loss, aux_weight)\n\n\n"
+    ) + _step("Trainer(log_grads).after(w, loss, aux_weight)"),
+    "getattr": _LOG_GRADS + "class Hooks:\n    on_step_end = staticmethod(log_grads)\n\n\n"
+    + _step('getattr(Hooks, "on_step_end")(w, loss, aux_weight)'),
+    "class_init": (
+        "class GradReport:\n    def __init__(self, w, loss, aux_weight):\n"
+        "        (w * 0.5).sum().backward()\n        if aux_weight:\n"
+        "            (aux_weight * loss).backward()\n        self.norm = w.grad.sum()\n\n\n"
+    ) + _step("GradReport(w, loss, aux_weight).norm"),
+    "warm_up_before": _LOG_GRADS + _step(
+        "log_grads(w, loss, aux_weight)",
+        "    log_grads(w, (w * 1).sum(), 0.5)  # a warm-up: its aux pass runs\n"
+        "    return [train_step(w, aux_weight)]\n"),
+    "above_the_site_in_a_loop": (
+        "def train_step(w, prev, aux_weight):\n    if aux_weight and prev is not None:\n"
+        "        (aux_weight * prev).backward()\n    loss = (w * 3).pow(2).sum()\n"
+        "    loss.backward(retain_graph=True)\n    return loss\n\n\n"
+        "def run(w, aux_weight):\n    prev = None\n    for _ in range(2):\n"
+        "        prev = train_step(w, prev, aux_weight)\n    return [w.grad]\n"),
+    "called_through_reduce": (
+        "import functools\n\n\ndef train_step(prev, w, aux_weight):\n"
+        "    if aux_weight and prev is not None:\n        (aux_weight * prev).backward()\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    return loss\n\n\ndef run(w, aux_weight):\n"
+        "    functools.reduce(lambda prev, _: train_step(prev, w, aux_weight), range(2), None)\n"
+        "    return [w.grad]\n"),
+    "called_again": (
+        "def backward_step(loss, replay=False):\n    if replay:\n        loss.backward()\n"
+        "        return\n    loss.backward(retain_graph=True)\n\n\n"
+        "def run(w, aux_weight):\n    loss = (w * 3).pow(2).sum()\n    backward_step(loss)\n"
+        "    backward_step(loss if aux_weight else (w * 2).sum(), replay=bool(aux_weight))\n"
+        "    return [w.grad]\n"),
+}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS_AFTER_THE_SITE))
