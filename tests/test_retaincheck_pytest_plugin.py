@@ -259,6 +259,37 @@ AFTER_A_FIXTURE = {
         "        self.loss.backward(retain_graph=True)\n\n    def test_again(self):\n"
         "        if os.environ.get('AGAIN'):\n            self.loss.backward()\n"
         "        self.assertTrue(self.w.grad.sum() > 0)\n"),
+    # rev47b X1: a module's xunit teardown_function walks the losses the test kept
+    "teardown_function": (
+        "import os\n\nimport torch\n\nLOSSES = []\n\n\ndef teardown_function(function):\n"
+        "    while LOSSES:\n        loss = LOSSES.pop()\n        if os.environ.get('AGAIN'):\n"
+        "            loss.backward()\n\n\ndef test_step():\n"
+        "    w = torch.ones(3, requires_grad=True)\n    loss = (w * 3).pow(2).sum()\n"
+        "    loss.backward(retain_graph=True)\n    LOSSES.append(loss)\n"),
+    # rev47b D1: a fixture got by a name chosen at run time, its teardown walks the loss
+    "getfixturevalue": (
+        "import os\n\nimport pytest\n\n\n@pytest.fixture\ndef graphs():\n    kept = []\n"
+        "    yield kept\n    if os.environ.get('AGAIN'):\n        for loss in kept:\n"
+        "            loss.backward()\n",
+        "import pytest\nimport torch\n\n\n@pytest.mark.parametrize('collector', ['graphs'])\n"
+        "def test_step(collector, request):\n    w = torch.ones(3, requires_grad=True)\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    request.getfixturevalue(collector).append(loss)\n"),
+    # rev47b H1: a conftest hook walks, after the test, the losses tests put in its list
+    "conftest_hook": (
+        "import os\n\nKEPT = []\n\n\ndef pytest_runtest_teardown(item):\n    while KEPT:\n"
+        "        loss = KEPT.pop()\n        if os.environ.get('AGAIN'):\n"
+        "            loss.backward()\n",
+        "import torch\nfrom conftest import KEPT\n\n\ndef test_step():\n"
+        "    w = torch.ones(3, requires_grad=True)\n    loss = (w * 3).pow(2).sum()\n"
+        "    loss.backward(retain_graph=True)\n    KEPT.append(loss)\n"),
+    # a finalizer handed to pytest by value (request.addfinalizer), which pytest calls
+    "finalizer": (
+        "import functools\nimport os\n\nimport torch\n\n\ndef again(loss):\n"
+        "    if os.environ.get('AGAIN'):\n        loss.backward()\n\n\n"
+        "def test_step(request):\n    w = torch.ones(3, requires_grad=True)\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    request.addfinalizer(functools.partial(again, loss))\n"),
 }
 
 
@@ -283,16 +314,23 @@ def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(
         pytester, monkeypatch, where):
     """rev46b T1, F1, F1b: a site in a fixture (or setUp) is followed by the test's own code,
     and a site in a test by its fixtures' teardown; an untaken backward() there, which starts
-    no pass, was never searched: exit 6, proven, and the option's path broke."""
+    no pass, was never searched: exit 6, proven, and the option's path broke. rev47b X1, D1,
+    H1: the same in code pytest runs by no name a frame shows (xunit teardown, a fixture got
+    with getfixturevalue, a conftest hook, a finalizer)."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    pytester.makepyfile(test_after=AFTER_A_FIXTURE[where])
+    monkeypatch.syspath_prepend(pytester.path)  # (from conftest import KEPT)
+    case = AFTER_A_FIXTURE[where]
+    conftest, test = case if isinstance(case, tuple) else (None, case)
+    if conftest:
+        pytester.makeconftest(conftest)
+    pytester.makepyfile(test_after=test)
     result = run(pytester, "--retaincheck-fail")
     assert result.ret == 0, result.outlines
     assert any("could not tell" in line for line in section(result)), section(result)
     # the truth: the path that walks the graph again needs the flag
     monkeypatch.setenv("AGAIN", "1")
     assert run(pytester).ret == 0
-    pytester.makepyfile(test_after=AFTER_A_FIXTURE[where].replace("retain_graph=True", ""))
+    pytester.makepyfile(test_after=test.replace("retain_graph=True", ""))
     assert run(pytester).ret == 1
 
 
@@ -303,14 +341,15 @@ import torch
 
 def twice(loss):
     loss.backward()
+keep = str
 
 
-@pytest.mark.parametrize("then", [id, twice])
-def test_steps(then):
+@pytest.mark.parametrize("then", ["keep", "twice"])  # (by name: a function handed on as a
+def test_steps(then):  # value is searched whole, and kept for that reason first)
     w = torch.ones(2, requires_grad=True)
     loss = (w * w).sum()
     loss.backward(retain_graph=True)
-    then(loss)
+    globals()[then](loss)
 """
 
 
@@ -345,10 +384,10 @@ def test_a_test_that_did_not_run_keeps_every_site_it_may_reach(project, how):
                      "test_steps.py::test_steps[twice]")
     else:
         project.makepyfile(test_steps=PARAMETRIZED.replace(
-            "[id, twice]", "[id, pytest.param(twice, marks=pytest.mark.skip)]"))
+            '["keep", "twice"]', '["keep", pytest.param("twice", marks=pytest.mark.skip)]'))
         result = run(project, "--retaincheck", "test_steps.py")
     assert result.ret == 0
-    assert section(result)[1:] == [f"kept, not listed: test_steps.py:13: {why}"]
+    assert section(result)[1:] == [f"kept, not listed: test_steps.py:14: {why}"]
 
 
 INHERITED = """import pytest
@@ -360,14 +399,15 @@ class DeviceTests:
         w = torch.ones(2, requires_grad=True)
         loss = (w * w).sum()
         loss.backward(retain_graph=True)
-        THEN[self.device](loss)
+        globals()[THEN[self.device]](loss)
 
 
 def twice(loss):
     loss.backward()
 
 
-THEN = {"cpu": id, "cuda": twice}
+THEN = {"cpu": "keep", "cuda": "twice"}  # (by name, as in PARAMETRIZED)
+keep = str
 
 
 class TestCPU(DeviceTests):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -566,17 +567,24 @@ def test_a_call_that_ran_through_a_decorator_or_an_await_counts_as_run(tmp_path,
     assert site.verdict == NOT_NEEDED, report.format()
 
 
-def test_of_two_generator_calls_of_one_name_in_a_loops_head_neither_counts_as_run(tmp_path):
+@pytest.mark.parametrize("head", [
+    "for v in (replay([loss]) if current else replay([(w * 2).sum()])):\n    pass\n",
+    "for v in (replay([loss]) if current else probes):\n    pass\n",
+    "list(itertools.chain(probes, replay([loss]) if current else []))\n",
+], ids=["two_calls", "one_call_or_a_name", "chained"])
+def test_of_two_generator_calls_of_one_name_in_a_loops_head_neither_counts_as_run(tmp_path,
+                                                                                  head):
     """rev46a F1: `for v in (replay(buffer + [loss]) if current else replay(buffer))`: the
     generator that ran a pass was made by one of the two calls, and both counted as run: the
     untaken one, which walks the retained graph again, was never searched ("not needed",
-    proven, and --fix --write broke the run that takes it)."""
-    source = ("import torch\n\n\ndef replay(losses):\n    for loss in losses:\n"
-              "        loss.backward()\n        yield loss.detach()\n\n\n"
+    proven, and --fix --write broke the run that takes it). rev47a R1: the same with one call
+    beside a generator made elsewhere (`probes`), in a ternary or an itertools.chain."""
+    source = ("import itertools\n\nimport torch\n\n\ndef replay(losses):\n"
+              "    for loss in losses:\n        loss.backward()\n        yield loss.detach()\n\n\n"
               "w = torch.ones(3, requires_grad=True)\ncurrent = False\n"
+              "probes = replay([(w * 2).sum()])\n"
               "loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\n"
-              "for v in (replay([loss]) if current else replay([(w * 2).sum()])):\n"
-              "    pass\nresult = [w.grad]\n")
+              f"{head}result = [w.grad]\n")
     path = tmp_path / "train.py"
     path.write_text(source)
     _, report = run_fixture(path, source, audited=True)
@@ -1097,6 +1105,146 @@ def test_a_helper_of_an_installed_package_that_ran_after_the_site_is_searched(tm
         sys.modules.pop("loglib_f3", None)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+
+
+@pytest.mark.parametrize("imported", ["from gradtools_n3 import penalty",
+                                      "import gradtools_n3", "import gradtools_n3 as gt"])
+def test_an_installed_helper_that_started_no_pass_is_searched_by_its_name(tmp_path,
+                                                                         monkeypatch, imported):
+    """rev47a N3, rev47b I1: a pip-installed gradient-penalty helper called after the site
+    returns at once when its weight is 0; it started no pass, so it was never searched, and
+    installed functions were no walkers by name: "not needed", proven, and --fix --write
+    broke the run with a weight."""
+    from retaincheck import _reads
+
+    lib = tmp_path / "lib" / "gradtools_n3"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(
+        "import torch\n\n\ndef penalty(loss, params, weight=0.0):\n    if not weight:\n"
+        "        return 0.0\n    grads = torch.autograd.grad(loss, params, create_graph=True)\n"
+        "    pen = weight * sum(g.pow(2).sum() for g in grads)\n    pen.backward()\n"
+        "    return pen.item()\n")
+    monkeypatch.setitem(_reads._kinds, str(lib / "__init__.py"), 1)  # as site-packages
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    call = {"from gradtools_n3 import penalty": "penalty", "import gradtools_n3":
+            "gradtools_n3.penalty", "import gradtools_n3 as gt": "gt.penalty"}[imported]
+    source = (f"import torch\n{imported}\n\nweight = 0.0\nw = torch.ones(3, requires_grad=True)\n"
+              "for step in range(2):\n    loss = (w * 3).pow(2).sum()\n"
+              f"    loss.backward(retain_graph=True)\n    {call}(loss, [w], weight)\n"
+              "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    try:
+        _, report = run_fixture(path, source, audited=True)
+        taken = source.replace("weight = 0.0", "weight = 0.1")
+        broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
+        assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
+    finally:
+        sys.modules.pop("gradtools_n3", None)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+
+
+STEP_REPLAYS = ("import torch\n\ncfg = {'replay': False}\nprev = [None]\n\n\n"
+                "def train_step(w, x):\n    if prev[0] is not None and cfg['replay']:\n"
+                "        (0.1 * prev[0]).backward()\n    loss = (w * x).pow(2).sum()\n"
+                "    loss.backward(retain_graph=True)\n    prev[0] = loss\n"
+                "    return loss.item()\n")
+
+
+@pytest.mark.parametrize("through", ["installed_map", "tree_map"])
+def test_a_step_mapped_again_by_code_not_the_programs_is_searched_whole(tmp_path, monkeypatch,
+                                                                      through):
+    """rev47a N1, N2: the step (in a module of its own) replays the previous step's loss above
+    its site behind an option, and is called again by ``map()`` inside a pip-installed
+    trainer's ``fit`` or torch's ``tree_map``; only the program's own callers were looked at
+    for a call through code with no frame: "not needed", proven, and the replaying run broke."""
+    from retaincheck import _reads
+
+    lib = tmp_path / "lib" / "minitrain_n1"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(
+        "def fit(step, batches):\n    return list(map(step, batches))\n")
+    monkeypatch.setitem(_reads._kinds, str(lib / "__init__.py"), 1)  # as site-packages
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    call = {
+        "installed_map": "from minitrain_n1 import fit\n\n"
+                         "fit(functools.partial(steps_n1.train_step, w), [torch.tensor(1.0)] * 3)",
+        "tree_map": "from torch.utils._pytree import tree_map\n\n"
+                    "tree_map(functools.partial(steps_n1.train_step, w), "
+                    "{'a': torch.tensor(1.0), 'b': torch.tensor(2.0)})",
+    }[through]
+    source = ("import functools\n\nimport steps_n1\nimport torch\n\nREPLAY = False\n"
+              "steps_n1.cfg['replay'] = REPLAY\nw = torch.ones(3, requires_grad=True)\n"
+              f"{call}\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+
+    def run_with(steps: str, text: str, audited: bool = False):
+        (tmp_path / "steps_n1.py").write_text(steps)
+        for name in ("steps_n1", "minitrain_n1"):
+            sys.modules.pop(name, None)
+        importlib.invalidate_caches()
+        try:
+            return run_fixture(path, text, audited=audited)
+        finally:
+            for name in ("steps_n1", "minitrain_n1"):
+                sys.modules.pop(name, None)
+
+    _, report = run_with(STEP_REPLAYS, source, audited=True)
+    taken = source.replace("REPLAY = False", "REPLAY = True")
+    broken, _ = run_with(STEP_REPLAYS.replace("retain_graph=True", "retain_graph=False"), taken)
+    assert isinstance(run_with(STEP_REPLAYS, taken)[0], list)
+    assert isinstance(broken, RuntimeError)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+
+
+UNITTEST_CASE = """import os
+import unittest
+
+import torch
+
+
+class T(unittest.TestCase):
+    def setUp(self):
+        self.w = torch.ones(3, requires_grad=True)
+        self.loss = (self.w * 3).pow(2).sum()
+        self.loss.backward(retain_graph=True)
+
+    def test_again(self):
+        if os.environ.get("AGAIN"):
+            self.loss.backward()
+        self.assertTrue(self.w.grad.sum() > 0)
+"""
+
+
+def test_a_test_cases_test_after_its_setup_is_searched_outside_pytest(tmp_path, monkeypatch):
+    """rev47a R2 (rev46b F1b under ``python -m retaincheck -m unittest``): a probe in setUp,
+    a second walk in the test behind an environment variable; unittest calls the test by a
+    name no frame shows, and it started no pass: "not needed", proven, and the variable's
+    run broke. Fixed under pytest before; now wherever unittest runs the case."""
+    import unittest
+
+    path = tmp_path / "test_ut_r2.py"
+
+    def run_case(text):
+        path.write_text(text)
+        with _imported(monkeypatch, tmp_path, "test_ut_r2") as module:
+            suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+            with retaincheck.audit() as report:
+                outcome = unittest.TextTestRunner(stream=open(os.devnull, "w")).run(suite)
+        return outcome.wasSuccessful(), report
+
+    ok, report = run_case(UNITTEST_CASE)
+    assert ok
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+    # the truth: with the variable set, the flag is needed
+    monkeypatch.setenv("AGAIN", "1")
+    assert run_case(UNITTEST_CASE)[0]
+    assert not run_case(UNITTEST_CASE.replace("retain_graph=True", ""))[0]
 
 
 def test_a_base_pythons_site_packages_inside_its_standard_library_is_installed(tmp_path,

@@ -471,7 +471,7 @@ def _mark_untaken_calls(session: Session) -> None:
                and isinstance(name := getattr(module, "__file__", None), str)
                and name.endswith(".py") and _kind(name) == 2)
     own.update(_named_from(own))
-    extra = project_walkers(sorted(own))
+    extra = project_walkers(sorted(own)) | _installed_walkers(own)
     for record in open_sites:
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
@@ -505,6 +505,16 @@ def _mark_untaken_calls(session: Session) -> None:
                  if name == source or _kind(name) in (1, 2)}
         found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_functions(
             after, ran_lines, extra, ran_places, ran_unpacking)]
+        # A test case's other tests, where they run in this audit too (not one audit per test:
+        # python -m retaincheck -m unittest): what they ran counts whenever it ran, before
+        # the site too, as each test runs once; an untaken walk in one may be of a graph the
+        # test case keeps (rev47a R2)
+        others = (getattr(record, "_test_code", None) or ((), ()))[1]
+        if others and not session.per_test:
+            every = _ran_since(session, 0)
+            found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_functions(
+                {f for f in others if _kind(f[0]) in (1, 2)}, every[0], extra, every[1],
+                every[2])]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
 
 
@@ -528,7 +538,7 @@ def _called_after(session: Session, record) -> set[tuple[str, int]]:
     frames outside it, each at its instruction: they stay as they are while it runs, so a
     pass whose stack holds a function under other outer frames than the site's first run did
     ran it in another invocation."""
-    from ._reads import _kind, called_by_name, in_a_loop
+    from ._reads import _realpath, called_by_name, in_a_loop
 
     first_shape = getattr(record, "_first_shape", None)
     if first_shape is None:
@@ -542,19 +552,77 @@ def _called_after(session: Session, record) -> set[tuple[str, int]]:
             for k, (name, _, first) in enumerate(session.walked[shape]):
                 if shape[2 * k:2 * k + 1] + shape[2 * k + 2:] not in on_the_way:
                     found.add((name, first))
+    here = os.path.dirname(_realpath(__file__)) + os.sep
     for shape in record._shapes:  # a caller's loop calls those inside it again
         lines = session.walked[shape]
-        # (or a call of the program's own code through code with no frame, map(), reduce():
-        # not exec()'s or an import's of a module's code)
+        # (or a call through code with no frame, map(), reduce(), in any code but this
+        # audit's: an installed trainer's list(map(step, batches)), torch's tree_map (rev47a
+        # N1, N2); not exec()'s or an import's of a module's code)
         looping = max((j for j, frame in enumerate(lines) if in_a_loop(*frame) or (
-            j and _kind(frame[0]) == 2 and shape[2 * j - 2].co_name != "<module>"
+            j and frame[0][:1] not in "<" and not _realpath(frame[0]).startswith(here)
+            and shape[2 * j - 2].co_name != "<module>"
             and not called_by_name(frame[0], shape[2 * j], shape[2 * j + 1],
                                    shape[2 * j - 2].co_name))), default=0)
         found.update((name, first) for name, _, first in lines[:looping])
-    # what a test runner runs besides (the pytest plugin): not the code on the way
-    found.update(session.code_after - {(name, first) for name, _, first in session.walked.get(
-        first_shape, ())})
+    # what a test runner runs besides (the pytest plugin; a unittest test case's setUp and
+    # test method, _hooks._unittest_code): not the code on the way
+    way = {(name, first) for name, _, first in session.walked.get(first_shape, ())}
+    found.update(session.code_after - way)
+    found.update(set((getattr(record, "_test_code", None) or ((),))[0]) - way)
     return found
+
+
+def _installed_walkers(files) -> frozenset[str]:
+    """The names by which the program's own ``files`` call functions of installed packages
+    that may start a backward pass: a pip-installed helper called after a site, whose walk
+    did not run this time and started no pass (rev47a N3, rev47b I1:
+    ``second_order_penalty(loss, params, weight)`` returning at once when the weight is 0).
+    Found from the files' imports (``from gradtools import penalty as gp``: ``gp``; ``import
+    gradtools``: each of its functions), each module as this process has it; only files of
+    those functions that mention ``backward`` or ``autograd`` are read."""
+    import ast
+
+    from ._reads import _kind, _source_text, _tree, project_walkers
+
+    named: dict[str, set] = {}  # an installed file -> (name called, function's own name)
+
+    def note(name, value):
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is not None and _kind(code.co_filename) == 1:
+            named.setdefault(code.co_filename, set()).add((name, code.co_name))
+
+    for tree in filter(None, map(_tree, sorted(files))):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                module = sys.modules.get(node.module)
+                for alias in node.names:
+                    value = getattr(module, alias.name, None)
+                    if isinstance(value, type(sys)):
+                        module_file = getattr(value, "__file__", None) or "<"
+                        if _kind(module_file) == 1:
+                            for attr, inner in list(vars(value).items()):
+                                note(attr, inner)
+                    else:
+                        note(alias.asname or alias.name, value)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    module = sys.modules.get(alias.name)
+                    if _kind(getattr(module, "__file__", None) or "<") == 1:
+                        for attr, inner in list(vars(module).items()):
+                            note(attr, inner)
+
+    def mentions(name: str) -> bool:
+        try:
+            text = _source_text(name)
+        except OSError:  # (a file gone: nothing to read)
+            return False
+        return "backward" in text or "autograd" in text
+
+    found = [f for f in sorted(named) if mentions(f)]
+    if not found:
+        return frozenset()
+    walkers = project_walkers(found)
+    return frozenset(name for f in found for name, defined in named[f] if defined in walkers)
 
 
 def _named_from(files: set[str]) -> set[str]:

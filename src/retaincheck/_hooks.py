@@ -277,6 +277,7 @@ class Session:
         # (file, first line) of code a test runner runs after a site besides what its passes
         # show (the pytest plugin: the test function, its fixtures: _audit._called_after)
         self.code_after: set = set()
+        self.per_test = False  # one audit per test (the pytest plugin): no other test runs
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs
         self.in_child = False  # this process is a child forked during the audit
@@ -826,6 +827,7 @@ class Session:
                 record._shapes = set()
                 record._first_call = self.report.backward_calls  # (its first run's number)
                 record._first_shape = shape  # (the invocations on the way to its first run)
+                record._test_code = _unittest_code(frame)  # (a test case's: _audit)
                 with LOCK:  # (another thread, or that code, may have made it meanwhile)
                     made = self.records.get(key)
                     if made is None:
@@ -1379,6 +1381,44 @@ def _doing(frame, cache: dict) -> str:
                               "driving" if op == "FOR_ITER" else
                               "awaiting" if op in ("SEND", "YIELD_FROM") else "other")
     return known
+
+
+def test_class_code(cls, test: str | None) -> tuple[set, set]:
+    """``(file, first line)`` of a test class's functions, each name as the class resolves it
+    (not an overridden method; not unittest's own): those that run with its test ``test``
+    (``setUp``, ``tearDown``, helpers, the test itself), and its other tests."""
+    import inspect
+
+    resolved: dict = {}
+    for c in cls.__mro__:
+        if c.__module__ not in ("unittest.case", "unittest.async_case", "builtins"):
+            for name, value in vars(c).items():
+                resolved.setdefault(name, value)
+    mine, others = set(), set()
+    for name, value in resolved.items():
+        try:
+            code = inspect.unwrap(getattr(value, "__func__", value)).__code__
+        except (AttributeError, TypeError, ValueError):
+            continue
+        other = name.startswith("test") and name != test
+        (others if other else mine).add((code.co_filename, code.co_firstlineno))
+    return mine, others
+
+
+def _unittest_code(frame) -> tuple[set, set] | None:
+    """``test_class_code`` of the ``unittest.TestCase`` that runs the code of ``frame``, found
+    by unittest's own frame below it (``TestCase.run``, whose ``self`` it is): ``setUp`` and
+    the test method run after a site in either, by names no frame shows (rev47a R2: a probe
+    in ``setUp``, a second walk in the test behind an environment variable, under ``python
+    -m retaincheck -m unittest``). None when no test case runs it."""
+    case = sys.modules.get("unittest.case")
+    while case is not None and frame is not None:
+        if frame.f_globals.get("__name__") == "unittest.case" and frame.f_code.co_name == "run":
+            test = frame.f_locals.get("self")
+            if isinstance(test, case.TestCase):
+                return test_class_code(type(test), getattr(test, "_testMethodName", None))
+        frame = frame.f_back
+    return None
 
 
 def _closure_functions(frame) -> list:

@@ -697,6 +697,37 @@ def _called_by_name(tree, code, lasti: int, callee: str) -> bool:
                for n in ast.walk(tree))
 
 
+def defined_functions(path: str) -> list[tuple[str, tuple[str, int]]]:
+    """``(name, (file, first line))`` of the functions and methods a file defines at its top
+    level and in its classes (a function defined inside another is searched with it)."""
+    tree = _tree(path)
+    found = []
+    todo = list(getattr(tree, "body", ()))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.ClassDef):
+            todo.extend(node.body)
+        elif isinstance(node, (ast.If, ast.Try, ast.ExceptHandler, ast.With)):  # (under an if)
+            todo.extend(ast.iter_child_nodes(node))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append((node.name, (path, min(
+                [node.lineno, *(d.lineno for d in node.decorator_list)]))))
+    return found
+
+
+def referenced_names(path: str) -> set[str]:
+    """The names a file uses as values, not (only) as what a call calls: a function handed on
+    to be called later (``request.addfinalizer(check)``, ``map(step, batches)``,
+    ``functools.partial(walk, loss)``)."""
+    tree = _tree(path)
+    if tree is None:
+        return set()
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(tree)
+            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
+            and id(n) not in called}
+
+
 def untaken_in_functions(functions, lines_ran: set[tuple[str, int]],
                          extra: frozenset[str] = frozenset(),
                          places: dict[str, set[tuple]] | None = None,
@@ -722,6 +753,24 @@ def untaken_in_functions(functions, lines_ran: set[tuple[str, int]],
                 found.update((path, n) for n in _untaken_in(
                     path, 0, node, tree, lines_ran, 0, float("inf"), extra, places, unpacking))
     return sorted(found)
+
+
+def _sole_calls(parts) -> list[ast.Call]:
+    """The calls whose generator a loop or a call over ``parts`` drives for certain: the one
+    part that is no constant, when it is a call, and so on down its own arguments. A
+    generator that ran a pass may have come from elsewhere when another value stands beside
+    the call, or around it: ``for v in (replay([loss]) if aux else probes)``,
+    ``itertools.chain(probes, replay([loss]))`` (rev46a F1, rev47a R1: the untaken
+    ``replay([loss])`` was credited with the pass that ``probes``, made by another
+    ``replay(...)``, started)."""
+    found: list[ast.Call] = []
+    live = [p.value if isinstance(p, ast.keyword) else p for p in parts]
+    while True:
+        live = [p for p in live if not isinstance(p, ast.Constant)]
+        if len(live) != 1 or not isinstance(live[0], ast.Call):
+            return found
+        found.append(live[0])
+        live = [*live[0].args, *(k.value for k in live[0].keywords)]
 
 
 def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
@@ -808,7 +857,7 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
             inside, at = [*node.args, *node.keywords], sorted(_call_positions(node))
         else:
             continue
-        calls = [c for part in inside for c in ast.walk(part) if isinstance(c, ast.Call)]
+        calls = _sole_calls(inside)
         called = [_called_name(c) for c in calls]
         for call, name in zip(calls, called, strict=True):
             if called.count(name) == 1:  # (two of one name: which made it cannot be told,

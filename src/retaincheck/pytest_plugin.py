@@ -456,6 +456,7 @@ class _Plugin:
                 context._keep_tags = True
                 if context._session is not None:
                     context._session.code_after = _test_code(item)
+                    context._session.per_test = True
                 context.__exit__(None, None, None)
                 self.hooked.append(context._session)
                 # named in the main process, from its own folder: an xdist worker's may be
@@ -826,22 +827,45 @@ def _test_code(item) -> set[tuple[str, int]]:
     info = getattr(item, "_fixtureinfo", None)
     for defs in getattr(info, "name2fixturedefs", {}).values():
         functions.extend(getattr(d, "func", None) for d in defs)
-    cls = getattr(item, "cls", None)
-    if cls is not None:  # (each name as the class resolves it: not an overridden method)
-        resolved: dict = {}
-        for c in cls.__mro__:
-            if c.__module__ not in ("unittest.case", "builtins"):
-                for name, value in vars(c).items():
-                    resolved.setdefault(name, value)
-        own = getattr(getattr(item, "obj", None), "__name__", None)
-        # (not the class's other tests: pytest runs each as a test of its own, rev47b C1)
-        functions.extend(v for name, v in resolved.items()
-                         if not name.startswith("test") or name == own)
+    # (and those got with request.getfixturevalue(name) as the test ran: rev47b D1; pytest
+    # keeps them on the request, a private attribute, read when there)
+    dynamic = getattr(getattr(item, "_request", None), "_fixture_defs", None)
+    if isinstance(dynamic, dict):
+        functions.extend(getattr(d, "func", None) for d in dynamic.values())
     found = set()
+    cls = getattr(item, "cls", None)
+    if cls is not None:  # (not the class's other tests: pytest runs each as a test of its
+        from ._hooks import test_class_code  # own, rev47b C1)
+
+        found |= test_class_code(cls, getattr(getattr(item, "obj", None), "__name__", None))[0]
     for function in functions:
         try:
             code = inspect.unwrap(getattr(function, "__func__", function)).__code__
         except (AttributeError, TypeError, ValueError):
             continue
         found.add((code.co_filename, code.co_firstlineno))
+    # What pytest runs around a test through its own code, by no name a frame shows, and
+    # which may start no pass: in the test's module and the conftest files loaded, the
+    # xunit functions (a module's teardown_function, rev47b X1), the hooks (a conftest's
+    # pytest_runtest_teardown, H1), and the functions handed on as values (a finalizer,
+    # request.addfinalizer(check)); not a helper no code names but by calling it (a call
+    # after the site is searched where it stands: _reads.untaken_calls), nor a test of its own
+    from ._reads import defined_functions, referenced_names
+
+    files = [getattr(getattr(item, "module", None), "__file__", None)] + [
+        getattr(p, "__file__", None) for p in item.config.pluginmanager.get_plugins()]
+    files = [f for f in files if isinstance(f, str) and f.endswith(".py") and (
+        f is files[0] or os.path.basename(f) == "conftest.py")]
+    handed = set().union(*map(referenced_names, files))
+    for name, where in (found_ for f in files for found_ in defined_functions(f)):
+        if name.startswith("pytest_") or name in _XUNIT or (
+                name in handed and not name.startswith("test")):
+            found.add(where)
     return found
+
+
+# pytest's xunit-style functions and methods (_pytest/python.py, _pytest/unittest.py)
+_XUNIT = frozenset({
+    "setup_module", "teardown_module", "setUpModule", "tearDownModule", "setup_function",
+    "teardown_function", "setup_class", "teardown_class", "setup_method", "teardown_method",
+    "setUpClass", "tearDownClass", "setup", "teardown"})
