@@ -578,17 +578,18 @@ def _installed_walkers(files) -> frozenset[str]:
     did not run this time and started no pass (rev47a N3, rev47b I1:
     ``second_order_penalty(loss, params, weight)`` returning at once when the weight is 0).
     Found from the files' imports (``from gradtools import penalty as gp``: ``gp``; ``import
-    gradtools``: each of its functions), each module as this process has it; only files of
-    those functions that mention ``backward`` or ``autograd`` are read."""
+    gradtools``: each of its functions), each module as this process has it; only the files
+    of functions whose code names a walk (``_may_walk``) are read."""
     import ast
 
-    from ._reads import _kind, _source_text, _tree, project_walkers
+    from ._reads import _kind, _tree, project_walkers
 
     named: dict[str, set] = {}  # an installed file -> (name called, function's own name)
 
     def note(name, value):
-        code = getattr(getattr(value, "__func__", value), "__code__", None)
-        if code is not None and _kind(code.co_filename) == 1:
+        function = getattr(value, "__func__", value)
+        code = getattr(function, "__code__", None)
+        if code is not None and _kind(code.co_filename) == 1 and _may_walk(function):
             named.setdefault(code.co_filename, set()).add((name, code.co_name))
 
     for tree in filter(None, map(_tree, sorted(files))):
@@ -611,18 +612,32 @@ def _installed_walkers(files) -> frozenset[str]:
                         for attr, inner in list(vars(module).items()):
                             note(attr, inner)
 
-    def mentions(name: str) -> bool:
-        try:
-            text = _source_text(name)
-        except OSError:  # (a file gone: nothing to read)
-            return False
-        return "backward" in text or "autograd" in text
-
-    found = [f for f in sorted(named) if mentions(f)]
+    found = sorted(named)
     if not found:
         return frozenset()
     walkers = project_walkers(found)
     return frozenset(name for f in found for name, defined in named[f] if defined in walkers)
+
+
+_WALK_WORDS = frozenset({"backward", "grad", "autograd", "run_backward"})
+
+
+def _may_walk(function, depth: int = 2) -> bool:
+    """Whether a function's code (its nested code too) names a backward pass (``backward``,
+    ``grad``, ``autograd``, a ``..._backward``), or calls a function of its module's globals
+    that does, ``depth`` calls deep: a cheap test before its file is parsed (``numpy``'s
+    hundreds of functions, bound by ``import numpy as np``, name none)."""
+    todo, names = [function.__code__], set()
+    while todo:
+        code = todo.pop()
+        names.update(code.co_names)
+        todo.extend(k for k in code.co_consts if hasattr(k, "co_names"))
+    if names & _WALK_WORDS or any(n.endswith("_backward") for n in names):
+        return True
+    found = getattr(function, "__globals__", {})
+    return depth > 0 and any(
+        hasattr(g := found.get(n), "__code__") and g is not function and _may_walk(g, depth - 1)
+        for n in names)
 
 
 def _named_from(files: set[str]) -> set[str]:

@@ -701,6 +701,9 @@ def defined_functions(path: str) -> list[tuple[str, tuple[str, int]]]:
     """``(name, (file, first line))`` of the functions and methods a file defines at its top
     level and in its classes (a function defined inside another is searched with it)."""
     tree = _tree(path)
+    known = _per_file.get(("defined", path))
+    if known is not None and known[0] is tree:
+        return known[1]
     found = []
     todo = list(getattr(tree, "body", ()))
     while todo:
@@ -712,7 +715,11 @@ def defined_functions(path: str) -> list[tuple[str, tuple[str, int]]]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.append((node.name, (path, min(
                 [node.lineno, *(d.lineno for d in node.decorator_list)]))))
+    _per_file[("defined", path)] = (tree, found)
     return found
+
+
+_per_file: dict = {}  # (what, file) -> (its tree, what was found in it): once per text
 
 
 def referenced_names(path: str) -> set[str]:
@@ -722,10 +729,14 @@ def referenced_names(path: str) -> set[str]:
     tree = _tree(path)
     if tree is None:
         return set()
-    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(tree)
+    known = _per_file.get(("referenced", path))
+    if known is None or known[0] is not tree:
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        known = _per_file[("referenced", path)] = (tree, {
+            n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(tree)
             if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
-            and id(n) not in called}
+            and id(n) not in called})
+    return known[1]
 
 
 def untaken_in_functions(functions, lines_ran: set[tuple[str, int]],
