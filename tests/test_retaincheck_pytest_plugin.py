@@ -275,12 +275,12 @@ AFTER_A_FIXTURE = {
         "def test_step(collector, request):\n    w = torch.ones(3, requires_grad=True)\n"
         "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
         "    request.getfixturevalue(collector).append(loss)\n"),
-    # rev47b H1: a conftest hook walks, after the test, the losses tests put in its list
+    # rev47b H1: a conftest hook walks, after the test, the losses the test kept in a list
     "conftest_hook": (
-        "import os\n\nKEPT = []\n\n\ndef pytest_runtest_teardown(item):\n    while KEPT:\n"
-        "        loss = KEPT.pop()\n        if os.environ.get('AGAIN'):\n"
-        "            loss.backward()\n",
-        "import torch\nfrom conftest import KEPT\n\n\ndef test_step():\n"
+        "import os\n\n\ndef pytest_runtest_teardown(item):\n"
+        "    while getattr(item.module, 'KEPT', None):\n        loss = item.module.KEPT.pop()\n"
+        "        if os.environ.get('AGAIN'):\n            loss.backward()\n",
+        "import torch\n\nKEPT = []\n\n\ndef test_step():\n"
         "    w = torch.ones(3, requires_grad=True)\n    loss = (w * 3).pow(2).sum()\n"
         "    loss.backward(retain_graph=True)\n    KEPT.append(loss)\n"),
     # a finalizer handed to pytest by value (request.addfinalizer), which pytest calls
@@ -309,29 +309,43 @@ def test_a_test_classs_other_tests_are_not_code_after_a_site(pytester, monkeypat
         section(result)
 
 
-@pytest.mark.parametrize("where", sorted(AFTER_A_FIXTURE))
-def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(
-        pytester, monkeypatch, where):
+def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(pytester,
+                                                                             monkeypatch):
     """rev46b T1, F1, F1b: a site in a fixture (or setUp) is followed by the test's own code,
     and a site in a test by its fixtures' teardown; an untaken backward() there, which starts
     no pass, was never searched: exit 6, proven, and the option's path broke. rev47b X1, D1,
     H1: the same in code pytest runs by no name a frame shows (xunit teardown, a fixture got
-    with getfixturevalue, a conftest hook, a finalizer)."""
+    with getfixturevalue, a conftest hook, a finalizer). One session, a folder per case (a
+    conftest's functions count for the tests below it only): each site is kept for the
+    untaken call of its own folder."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.syspath_prepend(pytester.path)  # (from conftest import KEPT)
-    case = AFTER_A_FIXTURE[where]
-    conftest, test = case if isinstance(case, tuple) else (None, case)
-    if conftest:
-        pytester.makeconftest(conftest)
-    pytester.makepyfile(test_after=test)
+
+    def write(flag: str):
+        for name, case in AFTER_A_FIXTURE.items():
+            conftest, test = case if isinstance(case, tuple) else (None, case)
+            folder = pytester.path / f"case_{name}"
+            folder.mkdir(exist_ok=True)
+            if conftest:
+                (folder / "conftest.py").write_text(conftest)
+            (folder / f"test_{name}.py").write_text(test.replace("retain_graph=True", flag))
+
+    write("retain_graph=True")
     result = run(pytester, "--retaincheck-fail")
     assert result.ret == 0, result.outlines
-    assert any("could not tell" in line for line in section(result)), section(result)
-    # the truth: the path that walks the graph again needs the flag
+    lines = section(result)
+    assert lines[0].startswith("no retain_graph=True found not needed"), lines
+    for name in AFTER_A_FIXTURE:  # (kept for the call of its own case: case_x/... twice)
+        assert any(line.count(f"case_{name}/") == 2 and "could not tell (the call at" in line
+                   for line in lines), (name, lines)
+    # the truth: the path that walks the graph again needs the flag in each case
     monkeypatch.setenv("AGAIN", "1")
-    assert run(pytester).ret == 0
-    pytester.makepyfile(test_after=test.replace("retain_graph=True", ""))
-    assert run(pytester).ret == 1
+    result = run(pytester)
+    result.assert_outcomes(passed=len(AFTER_A_FIXTURE))
+    write("")
+    result = run(pytester)
+    for name in AFTER_A_FIXTURE:
+        assert any(line.startswith(("FAILED", "ERROR")) and f"case_{name}/" in line
+                   for line in result.outlines), (name, result.outlines)
 
 
 PARAMETRIZED = """

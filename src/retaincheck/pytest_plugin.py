@@ -854,8 +854,11 @@ def _test_code(item) -> set[tuple[str, int]]:
 
     files = [getattr(getattr(item, "module", None), "__file__", None)] + [
         getattr(p, "__file__", None) for p in item.config.pluginmanager.get_plugins()]
+    here = os.path.realpath(str(getattr(item, "path", "") or files[0] or ""))
+    # (a conftest file's hooks run for the tests of its folder, below it: not another's)
     files = [f for f in files if isinstance(f, str) and f.endswith(".py") and (
-        f is files[0] or os.path.basename(f) == "conftest.py")]
+        f is files[0] or os.path.basename(f) == "conftest.py"
+        and here.startswith(os.path.dirname(os.path.realpath(f)) + os.sep))]
     handed = set().union(*map(referenced_names, files))
     for name, where in (found_ for f in files for found_ in defined_functions(f)):
         if name.startswith("pytest_") or name in _XUNIT or (
