@@ -66,6 +66,7 @@ def every_kind_of_record() -> Report:
         dict(executions=1, unproven="output differed"), dict(executions=1, compiled=True),
         dict(executions=1, passed_through=True),
         dict(executions=1, passed_through=True, _unread=True),  # code it could not read
+        dict(executions=1, passed_through=True, _unread="generated"),  # a file it wrote
         dict(executions=1, passed_through=True, _observed=True),  # a __torch_function__
         dict(executions=1, passed_through=True, _observed="watched"),  # a profiler
         dict(executions=1, run_completed=False), dict(executions=1),

@@ -680,11 +680,15 @@ def test_a_site_is_named_from_the_sessions_folder_whatever_the_tests_cwd(pyteste
     """rev28b F10: an example script copied to tmp_path and run there (monkeypatch.chdir) was
     listed as `train.py:5`, a name the project's own train.py would have."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    (pytester.path / "examples").mkdir()
+    (pytester.path / "examples" / "train.py").write_text(
+        "import torch\n\nx = torch.ones(3, requires_grad=True)\n"
+        "z = x.exp().sum()\nz.backward(retain_graph=True)\n")
+    # (copied with its time: a file written during the audit is code the program generated)
     pytester.makepyfile(test_example=(
-        "import runpy\n\n\ndef test_example(tmp_path, monkeypatch):\n"
-        "    (tmp_path / 'train.py').write_text(\n"
-        "        'import torch\\n\\nx = torch.ones(3, requires_grad=True)\\n'\n"
-        "        'z = x.exp().sum()\\nz.backward(retain_graph=True)\\n')\n"
+        "import pathlib\nimport runpy\nimport shutil\n\n\n"
+        "def test_example(tmp_path, monkeypatch):\n"
+        "    shutil.copy2(pathlib.Path(__file__).parent / 'examples' / 'train.py', tmp_path)\n"
         "    monkeypatch.chdir(tmp_path)\n"
         "    runpy.run_path(str(tmp_path / 'train.py'), run_name='__main__')\n"))
     result = run(pytester, "--retaincheck")

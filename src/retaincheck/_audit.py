@@ -153,6 +153,12 @@ def _mark_passed_through(session: Session) -> None:
         if getattr(record, "_unread", False):  # (its file could not be told: _hooks._resolve)
             record.passed_through = True
             continue
+        if source and _written_since(source, session.started_at):
+            # a file written while the audit ran: the program made it (a step module written
+            # from a template, `retain_graph={keep}`, and imported: rev48a G2); its literal
+            # True may be False on another run, and an edit of it is undone by the next
+            record.passed_through, record._unread = True, "generated"
+            continue
         if getattr(record, "_observed", False):
             # a __torch_function__ on the way saw the flag: the program may act on it
             # (rev36a F1, F2), which turning graph-keeping off at run time would not show
@@ -234,6 +240,15 @@ def _mark_passed_through(session: Session) -> None:
         if (splat or named or implied or any(id(c) in _decorators(tree) for c in calls)
                 or _parameter_read_elsewhere(tree, calls)):
             record.passed_through = True
+
+
+def _written_since(name: str, start: float) -> bool:
+    """Whether a file was written since ``start`` (``time.time()``): its modification time (a
+    copy that keeps it, ``shutil.copy2`` of an example, is the text it was)."""
+    try:
+        return os.stat(name).st_mtime >= start
+    except OSError:
+        return False
 
 
 def _plain_lines(tree, calls) -> bool:
@@ -456,7 +471,7 @@ def _mark_untaken_calls(session: Session) -> None:
                   if not c.needed and not c.history_leak and c.executions]
     if not open_sites:
         return
-    from ._reads import _kind, project_walkers, untaken_calls, untaken_in_functions
+    from ._reads import _kind, _realpath, project_walkers, untaken_calls, untaken_in_functions
 
     # the program's own files: those it ran on the way to a site, the modules of its own that
     # it imported since the audit began (losses.py of a train.py), and those its files name
@@ -470,9 +485,30 @@ def _mark_untaken_calls(session: Session) -> None:
                if module_name not in before
                and isinstance(name := getattr(module, "__file__", None), str)
                and name.endswith(".py") and _kind(name) == 2)
+    # (and those a test runner runs for the test: its module, the conftest files, a plugin
+    # module of the project's; a unittest.TestCase's module: a helper class a conftest
+    # defines and a fixture hands to the test, rev48b F1; a helpers module that only the
+    # conftest imports, W1)
+    tests = [getattr(record, "_test_code", None) or ((), (), (), ()) for record in open_sites]
+    own.update(name for name in set(session.code_files).union(*(t[3] for t in tests))
+               if _kind(name) == 2)
     own.update(_named_from(own))
     extra = project_walkers(sorted(own)) | _installed_walkers(own)
-    for record in open_sites:
+    # the functions of those files by the names the runner's code hands on as values (a
+    # finalizer, request.addfinalizer(functools.partial(walk_again, kept)), rev48b P2; a
+    # cleanup, self.addCleanup(check, loss), rev48a U2): searched whole
+    from ._reads import defined_functions
+
+    # (not the test runner's own code, which calls the hooks by their names: a conftest's
+    # hook that walks made pytest's call of that hook an untaken walker)
+    runner = tuple(os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
+        sys.modules.get, ("_pytest", "pluggy"))
+        if isinstance(getattr(module, "__file__", None), str))
+    by_name: dict[str, set] = {}
+    for name in own:
+        for function, where in defined_functions(name):
+            by_name.setdefault(function, set()).add(where)
+    for record, test in zip(open_sites, tests, strict=True):
         source = getattr(record, "_source", None)
         # The site's own function, and each function of the program's own code on the way to
         # it (a wrapper's callers: optimize(loss, retain_graph=True) in a loop)
@@ -502,14 +538,17 @@ def _mark_untaken_calls(session: Session) -> None:
         # (an installed package's too: a helper in a pip-installed package that ran a pass
         # after the site, rev46a F3)
         after = {(name, first) for name, first in _called_after(session, record)
-                 if name == source or _kind(name) in (1, 2)}
+                 if name == source or _kind(name) in (1, 2)
+                 and not _realpath(name).startswith(runner or "\0")}
+        after.update(where for name in session.handed | set(test[2])
+                     if not name.startswith("test") for where in by_name.get(name, ()))
         found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_functions(
             after, ran_lines, extra, ran_places, ran_unpacking)]
         # A test case's other tests, where they run in this audit too (not one audit per test:
         # python -m retaincheck -m unittest): what they ran counts whenever it ran, before
         # the site too, as each test runs once; an untaken walk in one may be of a graph the
         # test case keeps (rev47a R2)
-        others = (getattr(record, "_test_code", None) or ((), ()))[1]
+        others = test[1]
         if others and not session.per_test:
             every = _ran_since(session, 0)
             found += [f"{session.display_path(name)}:{n}" for name, n in untaken_in_functions(
@@ -557,9 +596,11 @@ def _called_after(session: Session, record) -> set[tuple[str, int]]:
         lines = session.walked[shape]
         # (or a call through code with no frame, map(), reduce(), in any code but this
         # audit's: an installed trainer's list(map(step, batches)), torch's tree_map (rev47a
-        # N1, N2); not exec()'s or an import's of a module's code)
+        # N1, N2), code compiled from a string (rev48a E1: an exec'd driver, whose text is
+        # not read: not shown to call by name); not exec()'s or an import's of a module's
+        # code)
         looping = max((j for j, frame in enumerate(lines) if in_a_loop(*frame) or (
-            j and frame[0][:1] not in "<" and not _realpath(frame[0]).startswith(here)
+            j and not _realpath(frame[0]).startswith(here)
             and shape[2 * j - 2].co_name != "<module>"
             and not called_by_name(frame[0], shape[2 * j], shape[2 * j + 1],
                                    shape[2 * j - 2].co_name))), default=0)
@@ -577,67 +618,115 @@ def _installed_walkers(files) -> frozenset[str]:
     that may start a backward pass: a pip-installed helper called after a site, whose walk
     did not run this time and started no pass (rev47a N3, rev47b I1:
     ``second_order_penalty(loss, params, weight)`` returning at once when the weight is 0).
-    Found from the files' imports (``from gradtools import penalty as gp``: ``gp``; ``import
-    gradtools``: each of its functions), each module as this process has it; only the files
-    of functions whose code names a walk (``_may_walk``) are read."""
+    Found from the files' imports, each module as this process has it: ``from gradtools import
+    penalty as gp`` gives ``=gp`` (a bare call, not ``x.gp()``), ``import gradtools as gt``
+    gives ``gt.penalty`` (not ``opt.penalty()``: rev48a K1, rev48b C1), a class's methods
+    their own names (``GradPenalty().apply``: rev48a I1, rev48b I2); a decorated function
+    as the function it wraps (``@torch.enable_grad()``: rev48a I3). Only the files of the
+    functions whose code names a walk, or calls one that does, are read (``_may_walk``: a
+    helper that hands on to another module, rev48a I2)."""
     import ast
+    import inspect
 
     from ._reads import _kind, _tree, project_walkers
 
     named: dict[str, set] = {}  # an installed file -> (name called, function's own name)
+    reached: set[str] = set()  # the files of the functions the walk was found through
 
     def note(name, value):
-        function = getattr(value, "__func__", value)
+        try:
+            function = inspect.unwrap(getattr(value, "__func__", value))
+        except ValueError:
+            return
         code = getattr(function, "__code__", None)
-        if code is not None and _kind(code.co_filename) == 1 and _may_walk(function):
+        if not isinstance(code, _CODE) or _kind(code.co_filename) != 1:
+            return
+        walks = _may_walk(function)
+        if walks:
             named.setdefault(code.co_filename, set()).add((name, code.co_name))
+            reached.update(walks)
+
+    def note_class(cls):
+        for klass in getattr(cls, "__mro__", ())[:-1]:
+            if _kind(getattr(sys.modules.get(klass.__module__), "__file__", None) or "<") == 1:
+                for attr, value in list(vars(klass).items()):
+                    note(attr, value)
+
+    def note_module(module, bound):
+        if _kind(getattr(module, "__file__", None) or "<") != 1:
+            return
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, type):
+                note_class(value)
+            else:  # (`import a.b`: called as a.b.f(), by its last name)
+                note(f"{bound}.{attr}" if "." not in bound else attr, value)
 
     for tree in filter(None, map(_tree, sorted(files))):
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 module = sys.modules.get(node.module)
                 for alias in node.names:
-                    value = getattr(module, alias.name, None)
+                    value = getattr(module, alias.name, None) if module is not None else None
+                    bound = alias.asname or alias.name
                     if isinstance(value, type(sys)):
-                        module_file = getattr(value, "__file__", None) or "<"
-                        if _kind(module_file) == 1:
-                            for attr, inner in list(vars(value).items()):
-                                note(attr, inner)
-                    else:
-                        note(alias.asname or alias.name, value)
+                        note_module(value, bound)
+                    elif isinstance(value, type):
+                        note_class(value)
+                    elif value is not None:
+                        note("=" + bound, value)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     module = sys.modules.get(alias.name)
-                    if _kind(getattr(module, "__file__", None) or "<") == 1:
-                        for attr, inner in list(vars(module).items()):
-                            note(attr, inner)
+                    if module is not None:
+                        note_module(module, alias.asname or alias.name)
 
-    found = sorted(named)
-    if not found:
+    if not named:
         return frozenset()
-    walkers = project_walkers(found)
-    return frozenset(name for f in found for name, defined in named[f] if defined in walkers)
+    walkers = project_walkers(sorted(set(named) | reached))
+    return frozenset(name for f in named for name, defined in named[f] if defined in walkers)
 
 
 _WALK_WORDS = frozenset({"backward", "grad", "autograd", "run_backward"})
+_CODE = type(_plain_lines.__code__)
+_MAY_WALK: dict = {}  # (code, depth) -> files (installed code does not change in a run)
 
 
-def _may_walk(function, depth: int = 2) -> bool:
-    """Whether a function's code (its nested code too) names a backward pass (``backward``,
-    ``grad``, ``autograd``, a ``..._backward``), or calls a function of its module's globals
-    that does, ``depth`` calls deep: a cheap test before its file is parsed (``numpy``'s
-    hundreds of functions, bound by ``import numpy as np``, name none)."""
-    todo, names = [function.__code__], set()
+def _may_walk(function, depth: int = 2) -> frozenset[str]:
+    """The files of a function (and of those it calls) when its code (its nested code too)
+    names a backward pass (``backward``, ``grad``, ``autograd``, a ``..._backward``), or calls
+    a function of its module's globals, or of a module there (``_impl.walk_again``), that
+    does, ``depth`` calls deep; empty if not. A cheap test before a file is parsed
+    (``numpy``'s hundreds of functions, bound by ``import numpy as np``, name none)."""
+    code = function.__code__
+    key = (code, depth)
+    known = _MAY_WALK.get(key)
+    if known is not None:
+        return known
+    _MAY_WALK[key] = frozenset()  # (a function that calls itself)
+    todo, names = [code], set()
     while todo:
-        code = todo.pop()
-        names.update(code.co_names)
-        todo.extend(k for k in code.co_consts if hasattr(k, "co_names"))
+        inner = todo.pop()
+        names.update(inner.co_names)
+        todo.extend(k for k in inner.co_consts if hasattr(k, "co_names"))
+    found: frozenset[str] = frozenset()
     if names & _WALK_WORDS or any(n.endswith("_backward") for n in names):
-        return True
-    found = getattr(function, "__globals__", {})
-    return depth > 0 and any(
-        hasattr(g := found.get(n), "__code__") and g is not function and _may_walk(g, depth - 1)
-        for n in names)
+        found = frozenset({code.co_filename})
+    elif depth > 0:
+        scope = getattr(function, "__globals__", {})
+        for name in names:
+            value = scope.get(name)
+            called = [value] if isinstance(getattr(value, "__code__", None), _CODE) else [
+                vars(value).get(n) for n in names] if isinstance(value, type(sys)) else []
+            for other in called:
+                if other is not function and isinstance(getattr(other, "__code__", None), _CODE):
+                    more = _may_walk(other, depth - 1)
+                    if more:
+                        found = more | {code.co_filename}
+                        break
+            if found:
+                break
+    _MAY_WALK[key] = found
+    return found
 
 
 def _named_from(files: set[str]) -> set[str]:

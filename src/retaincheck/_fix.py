@@ -68,7 +68,7 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     if getattr(record, "_observed", False):
         return m("k_watched" if record._observed == "watched" else "k_observed")
     if getattr(record, "_unread", False):
-        return m("k_unread")
+        return m("k_generated" if record._unread == "generated" else "k_unread")
     if getattr(record, "passed_through", False):
         source = getattr(record, "_source", None)
         try:  # retain_graph=keep: said as such, as --fix would say it

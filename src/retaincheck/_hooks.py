@@ -24,6 +24,7 @@ import linecache
 import os
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 
@@ -278,6 +279,9 @@ class Session:
         # show (the pytest plugin: the test function, its fixtures: _audit._called_after)
         self.code_after: set = set()
         self.per_test = False  # one audit per test (the pytest plugin): no other test runs
+        self.handed: set = set()  # names the test runner's files hand on as values (plugin)
+        self.code_files: set = set()  # the files those are in (the test module, conftests)
+        self.started_at = time.time()  # (a site's file written since: generated, _audit)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs
         self.in_child = False  # this process is a child forked during the audit
@@ -1405,20 +1409,47 @@ def test_class_code(cls, test: str | None) -> tuple[set, set]:
     return mine, others
 
 
-def _unittest_code(frame) -> tuple[set, set] | None:
-    """``test_class_code`` of the ``unittest.TestCase`` that runs the code of ``frame``, found
-    by unittest's own frame below it (``TestCase.run``, whose ``self`` it is): ``setUp`` and
-    the test method run after a site in either, by names no frame shows (rev47a R2: a probe
-    in ``setUp``, a second walk in the test behind an environment variable, under ``python
-    -m retaincheck -m unittest``). None when no test case runs it."""
+def _unittest_code(frame) -> tuple[set, set, set, set] | None:
+    """What runs after a site in a ``unittest.TestCase`` by names no frame shows, found by
+    unittest's own frame below the site: ``TestCase.run``'s (whose ``self`` the case is): its
+    ``test_class_code`` (rev47a R2: a probe in ``setUp``, a second walk in the test behind an
+    environment variable, under ``python -m retaincheck -m unittest``); the suite's
+    ``setUpClass`` or ``setUpModule`` (every test of the class, or every function of the
+    module, runs after it: rev48a U1). With them, the module's ``setUpModule`` and
+    ``tearDownModule`` (rev48b U1), the names its code hands on as values
+    (``self.addCleanup(check, loss)``: rev48a U2, rev48b U2) and the module's file.
+    ``(mine, its other tests, names, files)``; None when no test case runs the code."""
     case = sys.modules.get("unittest.case")
+    test, every = None, ""
     while case is not None and frame is not None:
-        if frame.f_globals.get("__name__") == "unittest.case" and frame.f_code.co_name == "run":
+        module_name = frame.f_globals.get("__name__")
+        if module_name == "unittest.case" and frame.f_code.co_name == "run":
             test = frame.f_locals.get("self")
-            if isinstance(test, case.TestCase):
-                return test_class_code(type(test), getattr(test, "_testMethodName", None))
-        frame = frame.f_back
-    return None
+        elif module_name == "unittest.suite" and frame.f_code.co_name in (
+                "_handleClassSetUp", "_handleModuleFixture"):
+            test, every = frame.f_locals.get("test"), frame.f_code.co_name
+        if isinstance(test, case.TestCase):
+            break
+        test, frame = None, frame.f_back
+    if test is None:
+        return None
+    from ._reads import defined_functions, referenced_names
+
+    mine, others = test_class_code(type(test), None if every else getattr(
+        test, "_testMethodName", None))
+    if every:
+        mine, others = mine | others, set()
+    module = getattr(sys.modules.get(type(test).__module__), "__file__", None)
+    if not isinstance(module, str):
+        return mine, others, set(), set()
+    for name, where in defined_functions(module):
+        if name in ("setUpModule", "tearDownModule") or every == "_handleModuleFixture":
+            mine.add(where)
+    names: set[str] = set()
+    for scope, used in referenced_names(module).items():
+        if not scope or (module, scope) in mine:
+            names |= used
+    return mine, others, names, {module}
 
 
 def _closure_functions(frame) -> list:

@@ -537,6 +537,12 @@ EN.update({
     "whether the flag is the literal True here cannot be seen",
     "s_unread": "keep it; to check it, put the code in a file and run retaincheck on that",
     "k_unread": "kept: could not tell (the code of this line cannot be read)",
+    "why_generated": ": no later backward() or grad() walked this graph, but this line's file "
+    "was written while the program ran (code it generated), so its literal True may be "
+    "written otherwise on another run",
+    "s_generated": "keep it; to check it, look at the code that writes this file and its "
+    "options",
+    "k_generated": "kept: could not tell (this line's file was written while the program ran)",
     "proof_tracer": "the program sets its own trace function, so the rerun could not watch for "
     "freed-graph errors it catches",
     "proof_interrupted": "the rerun was interrupted (Ctrl-C)",
@@ -591,6 +597,11 @@ ZH.update({
     "看不出这里的参数是不是字面量 True",
     "s_unread": "先留着；要检查它，请把代码存进文件，再用 retaincheck 运行",
     "k_unread": "不改：无法判断（读不到这一行的代码）",
+    "why_generated": "。之后没有 backward() 或 grad() 遍历这张计算图，"
+    "但这一行所在的文件是程序运行时写出来的（生成的代码），"
+    "换一次运行，这里的字面量 True 可能写成别的值",
+    "s_generated": "先留着；要检查它，请看写出这个文件的代码和它的选项",
+    "k_generated": "不改：无法判断（这一行所在的文件是程序运行时写出来的）",
     "proof_tracer": "程序设置了自己的跟踪函数，重新运行时无法监视被程序捕获的计算图已释放错误",
     "proof_interrupted": "重新运行被中断了（Ctrl-C）",
     "proof_stopped": "受检查的那次运行收到了 {signal}，所以没有重新运行",

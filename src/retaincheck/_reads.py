@@ -610,6 +610,13 @@ def _walks_a_graph(call: ast.Call, names: frozenset[str] | set[str]) -> bool:
     if name in names or name.endswith("_backward"):
         return True
     func = call.func
+    # an installed package's function, by the name the program calls it by: bare, for one
+    # bound by `from pkg import f` ("=f": not `model.f()`), or on its module's name (`pkg.f`:
+    # not `opt.f()`) (_audit._installed_walkers)
+    if isinstance(func, ast.Name) and "=" + func.id in names or isinstance(
+            func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+            f"{func.value.id}.{func.attr}" in names):
+        return True
     if (isinstance(func, ast.Call) and getattr(func.func, "id", "") == "getattr"
             and len(func.args) >= 2):
         texts = _texts(func.args[1])
@@ -722,20 +729,29 @@ def defined_functions(path: str) -> list[tuple[str, tuple[str, int]]]:
 _per_file: dict = {}  # (what, file) -> (its tree, what was found in it): once per text
 
 
-def referenced_names(path: str) -> set[str]:
+def referenced_names(path: str) -> dict[int, set[str]]:
     """The names a file uses as values, not (only) as what a call calls: a function handed on
     to be called later (``request.addfinalizer(check)``, ``map(step, batches)``,
-    ``functools.partial(walk, loss)``)."""
+    ``functools.partial(walk, loss)``), by the first line of the top-level function or method
+    they are used in (0: outside any), as ``defined_functions`` gives it."""
     tree = _tree(path)
     if tree is None:
-        return set()
+        return {}
     known = _per_file.get(("referenced", path))
     if known is None or known[0] is not tree:
         called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-        known = _per_file[("referenced", path)] = (tree, {
-            n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(tree)
-            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
-            and id(n) not in called})
+        found: dict[int, set[str]] = {}
+        todo = [(node, 0) for node in tree.body]
+        while todo:
+            node, scope = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not scope:
+                scope = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(
+                    node.ctx, ast.Load) and id(node) not in called:
+                found.setdefault(scope, set()).add(
+                    node.id if isinstance(node, ast.Name) else node.attr)
+            todo.extend((child, scope) for child in ast.iter_child_nodes(node))
+        known = _per_file[("referenced", path)] = (tree, found)
     return known[1]
 
 
@@ -781,7 +797,15 @@ def _sole_calls(parts) -> list[ast.Call]:
         if len(live) != 1 or not isinstance(live[0], ast.Call):
             return found
         found.append(live[0])
+        # (on down only through the builtins that iterate what they are given: a function of
+        # the program's may return another generator, rev48a G1: `pick(replay([loss]))`)
+        if _called_name(live[0]) not in _PASSING_ON:
+            return found
         live = [*live[0].args, *(k.value for k in live[0].keywords)]
+
+
+_PASSING_ON = frozenset({"enumerate", "iter", "list", "tuple", "sorted", "reversed", "set",
+                         "sum", "islice", "any", "all", "max", "min"})
 
 
 def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],

@@ -262,7 +262,8 @@ class Report:
                 observed = getattr(c, "_observed", False)
                 verdict += m("why_watched" if observed == "watched" else
                              "why_observed" if observed else
-                             "why_unread" if getattr(c, "_unread", False) else "why_passed")
+                             "why_generated" if getattr(c, "_unread", False) == "generated"
+                             else "why_unread" if getattr(c, "_unread", False) else "why_passed")
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
                 if len(c.unseen_calls) > 3:

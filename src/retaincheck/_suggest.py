@@ -46,7 +46,9 @@ def _suggestion_key(record) -> tuple[str, dict]:
     if verdict == v.COULD_NOT_TELL and record.passed_through:
         if getattr(record, "_observed", False):
             return ("s_watched" if record._observed == "watched" else "s_observed"), {}
-        return ("s_unread" if getattr(record, "_unread", False) else "s_passed"), {}
+        unread = getattr(record, "_unread", False)
+        return ("s_generated" if unread == "generated" else "s_unread" if unread
+                else "s_passed"), {}
     if verdict == v.COULD_NOT_TELL:
         return "s_untaken", {"call": record.unseen_calls[0]}
     if verdict == v.NOT_NEEDED_SO_FAR:

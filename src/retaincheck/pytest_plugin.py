@@ -286,6 +286,7 @@ def _why_kept(call: dict, lang: str) -> str:
     elif call.get("passed_through"):
         observed = call.get("observed")
         why = m("k_watched" if observed == "watched" else "k_observed" if observed else
+                "k_generated" if call.get("unread") == "generated" else
                 "k_unread" if call.get("unread") else "k_passed")
     elif call.get("unseen_calls"):
         why = m("k_untaken", call=call["unseen_calls"][0])
@@ -455,7 +456,8 @@ class _Plugin:
                 # wrapper outside this one: rev37b G4, G4b) still marks the site needed
                 context._keep_tags = True
                 if context._session is not None:
-                    context._session.code_after = _test_code(item)
+                    (context._session.code_after, context._session.handed,
+                     context._session.code_files) = _test_code(item)
                     context._session.per_test = True
                 context.__exit__(None, None, None)
                 self.hooked.append(context._session)
@@ -525,7 +527,7 @@ class _Plugin:
                 "marked": item.get_closest_marker("no_retaincheck") is not None,
                 "completed": bool(completed),
                 # (with whether its code could be read, which the reason says: _why_kept)
-                "calls": [{**c.to_dict(), "unread": bool(getattr(c, "_unread", False)),
+                "calls": [{**c.to_dict(), "unread": getattr(c, "_unread", False) or False,
                            "observed": getattr(c, "_observed", False) or False}
                           for c in report.calls] if report is not None else [],
                 # (real path, line) of each call, as the gate's rerun finds the site
@@ -815,12 +817,14 @@ class _Plugin:
             tr.write_line(line)
 
 
-def _test_code(item) -> set[tuple[str, int]]:
+def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
     """``(file, first line)`` of the code pytest runs for a test besides what is on the way to
     a site: the test function, its fixtures (their teardown runs after the test), and, for a
     test class (a ``unittest.TestCase``), every function of the class (``setUp``,
     ``tearDown``). A site in a fixture or ``setUp`` is followed by the test's own calls, which
-    start no pass the audit could see when they do not run (rev46b T1, F1, F1b)."""
+    start no pass the audit could see when they do not run (rev46b T1, F1, F1b). With it, the
+    names handed on as values, and the files read (the program's own, for the names of its
+    walkers: a conftest's helper class, rev48b F1; the helpers module a conftest imports, W1)."""
     import inspect
 
     functions = [getattr(item, "obj", None)]
@@ -845,28 +849,38 @@ def _test_code(item) -> set[tuple[str, int]]:
             continue
         found.add((code.co_filename, code.co_firstlineno))
     # What pytest runs around a test through its own code, by no name a frame shows, and
-    # which may start no pass: in the test's module and the conftest files loaded, the
-    # xunit functions (a module's teardown_function, rev47b X1), the hooks (a conftest's
-    # pytest_runtest_teardown, H1), and the functions handed on as values (a finalizer,
-    # request.addfinalizer(check)); not a helper no code names but by calling it (a call
-    # after the site is searched where it stands: _reads.untaken_calls), nor a test of its own
+    # which may start no pass: in the test's module and the conftest files of its folder and
+    # above, the xunit functions (a module's teardown_function, rev47b X1) and the hooks (a
+    # conftest's pytest_runtest_teardown, H1); the hooks of the plugin modules too (a
+    # conftest's pytest_plugins = [...], an installed pytest11 plugin: rev48b P1, P1b)
     from ._reads import defined_functions, referenced_names
 
-    files = [getattr(getattr(item, "module", None), "__file__", None)] + [
-        getattr(p, "__file__", None) for p in item.config.pluginmanager.get_plugins()]
-    here = os.path.realpath(str(getattr(item, "path", "") or files[0] or ""))
-    # (a conftest file's hooks run for the tests of its folder, below it: not another's)
-    files = [f for f in files if isinstance(f, str) and f.endswith(".py") and (
-        f is files[0] or os.path.basename(f) == "conftest.py"
-        and here.startswith(os.path.dirname(os.path.realpath(f)) + os.sep))]
-    handed = set().union(*map(referenced_names, files))
-    for name, where in (found_ for f in files for found_ in defined_functions(f)):
-        if name.startswith("pytest_") or name in _XUNIT or (
-                name in handed and not name.startswith("test")):
-            found.add(where)
-    return found
-
-
+    module = getattr(getattr(item, "module", None), "__file__", None)
+    here = os.path.realpath(str(getattr(item, "path", "") or module or ""))
+    files, plugins = [module] if isinstance(module, str) else [], []
+    for plugin in item.config.pluginmanager.get_plugins():
+        name = getattr(plugin, "__file__", None)
+        if not isinstance(name, str) or not name.endswith(".py") or str(getattr(
+                plugin, "__name__", "")).split(".")[0] in ("_pytest", "pluggy", "retaincheck"):
+            continue
+        if os.path.basename(name) != "conftest.py":
+            plugins.append(name)
+        elif here.startswith(os.path.dirname(os.path.realpath(name)) + os.sep):
+            files.append(name)  # (not another folder's: its hooks run for its own tests)
+    for name in files + plugins:
+        for function, where in defined_functions(name):
+            if function.startswith("pytest_") or name in files and function in _XUNIT:
+                found.add(where)
+    # The names used as values (a finalizer, request.addfinalizer(check); a partial) in
+    # those files, outside any function or in one that runs for this test (not in a fixture
+    # of other tests: rev48b C2): the functions of the program's files by those names are
+    # searched whole (_audit._mark_untaken_calls)
+    handed: set[str] = set()
+    for name in files:
+        for scope, names in referenced_names(name).items():
+            if not scope or (name, scope) in found:
+                handed |= names
+    return found, handed, set(files + plugins)
 # pytest's xunit-style functions and methods (_pytest/python.py, _pytest/unittest.py)
 _XUNIT = frozenset({
     "setup_module", "teardown_module", "setUpModule", "tearDownModule", "setup_function",
