@@ -708,10 +708,8 @@ def _may_walk(function, depth: int = 2) -> frozenset[str]:
         inner = todo.pop()
         names.update(inner.co_names)
         todo.extend(k for k in inner.co_consts if hasattr(k, "co_names"))
-    found: frozenset[str] = frozenset()
-    if names & _WALK_WORDS or any(n.endswith("_backward") for n in names):
-        found = frozenset({code.co_filename})
-    elif depth > 0:
+    found: set[str] = set()
+    if depth > 0:  # (each one it calls that walks: its file holds the walk, _impl.py)
         scope = getattr(function, "__globals__", {})
         for name in names:
             value = scope.get(name)
@@ -719,14 +717,11 @@ def _may_walk(function, depth: int = 2) -> frozenset[str]:
                 vars(value).get(n) for n in names] if isinstance(value, type(sys)) else []
             for other in called:
                 if other is not function and isinstance(getattr(other, "__code__", None), _CODE):
-                    more = _may_walk(other, depth - 1)
-                    if more:
-                        found = more | {code.co_filename}
-                        break
-            if found:
-                break
-    _MAY_WALK[key] = found
-    return found
+                    found |= _may_walk(other, depth - 1)
+    if found or names & _WALK_WORDS or any(n.endswith("_backward") for n in names):
+        found.add(code.co_filename)
+    _MAY_WALK[key] = frozenset(found)
+    return _MAY_WALK[key]
 
 
 def _named_from(files: set[str]) -> set[str]:
@@ -795,5 +790,6 @@ def _mark_forked_children(session: Session) -> None:
 
 
 def _by_file_and_line(where: str):
+    """The program's own files first (shown relative to its folder), then by file and line."""
     name, _, line = where.rpartition(":")
-    return (name, int(line))
+    return (os.path.isabs(name), name, int(line))

@@ -853,7 +853,7 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
     # above, the xunit functions (a module's teardown_function, rev47b X1) and the hooks (a
     # conftest's pytest_runtest_teardown, H1); the hooks of the plugin modules too (a
     # conftest's pytest_plugins = [...], an installed pytest11 plugin: rev48b P1, P1b)
-    from ._reads import defined_functions, referenced_names
+    from ._reads import _kind, defined_functions, referenced_names
 
     module = getattr(getattr(item, "module", None), "__file__", None)
     here = os.path.realpath(str(getattr(item, "path", "") or module or ""))
@@ -864,7 +864,10 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
                 plugin, "__name__", "")).split(".")[0] in ("_pytest", "pluggy", "retaincheck"):
             continue
         if os.path.basename(name) != "conftest.py":
-            plugins.append(name)
+            # (an installed plugin's hooks only where its text walks a graph: xdist's or
+            # pytest-cov's hooks call names a program's walkers may have, check, run)
+            if _kind(name) == 2 or _mentions_a_walk(name):
+                plugins.append(name)
         elif here.startswith(os.path.dirname(os.path.realpath(name)) + os.sep):
             files.append(name)  # (not another folder's: its hooks run for its own tests)
     for name in files + plugins:
@@ -881,6 +884,24 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
             if not scope or (name, scope) in found:
                 handed |= names
     return found, handed, set(files + plugins)
+def _mentions_a_walk(name: str) -> bool:
+    """Whether a file's text names a backward pass (``backward``, ``autograd``); once per
+    file (an installed plugin's, read for each test)."""
+    known = _MENTIONS.get(name)
+    if known is None:
+        from ._reads import _source_text
+
+        try:
+            text = _source_text(name)
+        except OSError:
+            text = ""
+        known = _MENTIONS[name] = "backward" in text or "autograd" in text
+    return known
+
+
+_MENTIONS: dict[str, bool] = {}
+
+
 # pytest's xunit-style functions and methods (_pytest/python.py, _pytest/unittest.py)
 _XUNIT = frozenset({
     "setup_module", "teardown_module", "setUpModule", "tearDownModule", "setup_function",
