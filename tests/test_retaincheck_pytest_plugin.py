@@ -283,6 +283,33 @@ AFTER_A_FIXTURE = {
         "import torch\n\nKEPT = []\n\n\ndef test_step():\n"
         "    w = torch.ones(3, requires_grad=True)\n    loss = (w * 3).pow(2).sum()\n"
         "    loss.backward(retain_graph=True)\n    KEPT.append(loss)\n"),
+    # rev48b W1, P2: a conftest fixture's teardown (or finalizer, handed on as a value) calls
+    # a checker of a helpers module that only the conftest imports
+    "helpers_module": (
+        "import functools\n\nimport pytest\n\nfrom checks_w1 import walk_again\n\n\n"
+        "@pytest.fixture\ndef losses(request):\n    kept = []\n"
+        "    request.addfinalizer(functools.partial(walk_again, kept))\n    yield kept\n"
+        "    walk_again(kept)\n",
+        "import torch\n\n\ndef test_step(losses):\n    w = torch.ones(3, requires_grad=True)\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    losses.append(loss)\n",
+        {"checks_w1.py": "import os\n\n\ndef walk_again(kept):\n    while kept:\n"
+                         "        loss = kept.pop()\n        if os.environ.get('AGAIN'):\n"
+                         "            loss.backward()\n"}),
+    # rev48b F1: a conftest's checker class, handed to the test by a fixture
+    "conftest_class": (
+        "import os\n\nimport pytest\n\n\nclass Checker:\n    def check(self, loss):\n"
+        "        if os.environ.get('AGAIN'):\n            loss.backward()\n\n\n"
+        "@pytest.fixture\ndef checker():\n    return Checker()\n",
+        "import torch\n\n\ndef test_step(checker):\n    w = torch.ones(3, requires_grad=True)\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    checker.check(loss)\n"),
+    # rev48b P1: a plugin module's hook (loaded with -p) walks the losses a test kept
+    "plugin_module": (
+        None,
+        "import torch\n\nKEPT_P1 = []\n\n\ndef test_step():\n"
+        "    w = torch.ones(3, requires_grad=True)\n    loss = (w * 3).pow(2).sum()\n"
+        "    loss.backward(retain_graph=True)\n    KEPT_P1.append(loss)\n"),
     # a finalizer handed to pytest by value (request.addfinalizer), which pytest calls
     "finalizer": (
         "import functools\nimport os\n\nimport torch\n\n\ndef again(loss):\n"
@@ -319,23 +346,36 @@ def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(py
     conftest's functions count for the tests below it only): each site is kept for the
     untaken call of its own folder."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.syspath_prepend(pytester.path)  # (the plugin module, -p plugin_p1)
+    (pytester.path / "plugin_p1.py").write_text(
+        "import os\n\n\ndef pytest_runtest_teardown(item):\n"
+        "    while getattr(item.module, 'KEPT_P1', None):\n"
+        "        loss = item.module.KEPT_P1.pop()\n        if os.environ.get('AGAIN'):\n"
+        "            loss.backward()\n")
 
     def write(flag: str):
         for name, case in AFTER_A_FIXTURE.items():
-            conftest, test = case if isinstance(case, tuple) else (None, case)
+            conftest, test, *more = case if isinstance(case, tuple) else (None, case)
             folder = pytester.path / f"case_{name}"
             folder.mkdir(exist_ok=True)
             if conftest:
                 (folder / "conftest.py").write_text(conftest)
+            for other, text in (more[0] if more else {}).items():
+                (folder / other).write_text(text)
             (folder / f"test_{name}.py").write_text(test.replace("retain_graph=True", flag))
+
+    def run(pytester, *args):  # (with the plugin module, as a project's -p option loads it)
+        return globals()["run"](pytester, "-p", "plugin_p1", *args)
 
     write("retain_graph=True")
     result = run(pytester, "--retaincheck-fail")
     assert result.ret == 0, result.outlines
     lines = section(result)
     assert lines[0].startswith("no retain_graph=True found not needed"), lines
-    for name in AFTER_A_FIXTURE:  # (kept for the call of its own case: case_x/... twice)
-        assert any(line.count(f"case_{name}/") == 2 and "could not tell (the call at" in line
+    for name in AFTER_A_FIXTURE:  # (kept for the call of its own case's code)
+        where = "plugin_p1.py" if name == "plugin_module" else f"case_{name}/"
+        assert any(line.startswith(f"kept, not listed: case_{name}/")
+                   and f"could not tell (the call at {where}" in line
                    for line in lines), (name, lines)
     # the truth: the path that walks the graph again needs the flag in each case
     monkeypatch.setenv("AGAIN", "1")
@@ -346,6 +386,28 @@ def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(py
     for name in AFTER_A_FIXTURE:
         assert any(line.startswith(("FAILED", "ERROR")) and f"case_{name}/" in line
                    for line in result.outlines), (name, result.outlines)
+
+
+def test_a_function_a_fixture_hands_on_counts_only_for_the_tests_that_use_it(pytester,
+                                                                             monkeypatch):
+    """rev48b C2: a conftest fixture returns functools.partial(train_step, ...); the helper was
+    searched whole for every test, and a test that never used the fixture kept its site
+    ("the call at conftest.py:10 did not run"), though nothing needs it (the truth)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest(
+        "import functools\n\nimport pytest\nimport torch\n\n\ndef train_step(w, x):\n"
+        "    (w * x).sum().backward()\n\n\n@pytest.fixture\ndef step():\n"
+        "    return functools.partial(train_step, torch.ones(3, requires_grad=True))\n")
+    test = ("import torch\n\n\ndef test_saliency():\n    x = torch.ones(3, requires_grad=True)\n"
+            "    x.exp().sum().backward(retain_graph=True)\n    assert x.grad.sum() > 0\n\n\n"
+            "def test_training(step):\n    step(torch.ones(3))\n")
+    pytester.makepyfile(test_cst=test)
+    result = run(pytester, "--retaincheck")
+    result.assert_outcomes(passed=2)
+    assert section(result)[0].startswith("1 retain_graph=True call site not needed"), \
+        section(result)
+    pytester.makepyfile(test_cst=test.replace("retain_graph=True", ""))
+    run(pytester).assert_outcomes(passed=2)  # the truth: not needed
 
 
 PARAMETRIZED = """
