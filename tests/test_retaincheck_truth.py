@@ -571,16 +571,19 @@ def test_a_call_that_ran_through_a_decorator_or_an_await_counts_as_run(tmp_path,
     "for v in (replay([loss]) if current else replay([(w * 2).sum()])):\n    pass\n",
     "for v in (replay([loss]) if current else probes):\n    pass\n",
     "list(itertools.chain(probes, replay([loss]) if current else []))\n",
-], ids=["two_calls", "one_call_or_a_name", "chained"])
+    "for v in pick(replay([loss])):\n    pass\n",
+], ids=["two_calls", "one_call_or_a_name", "chained", "through_a_function"])
 def test_of_two_generator_calls_of_one_name_in_a_loops_head_neither_counts_as_run(tmp_path,
                                                                                   head):
     """rev46a F1: `for v in (replay(buffer + [loss]) if current else replay(buffer))`: the
     generator that ran a pass was made by one of the two calls, and both counted as run: the
     untaken one, which walks the retained graph again, was never searched ("not needed",
     proven, and --fix --write broke the run that takes it). rev47a R1: the same with one call
-    beside a generator made elsewhere (`probes`), in a ternary or an itertools.chain."""
+    beside a generator made elsewhere (`probes`), in a ternary or an itertools.chain; rev48a
+    G1: or handed to a function of the program's, which may return another generator."""
     source = ("import itertools\n\nimport torch\n\n\ndef replay(losses):\n"
               "    for loss in losses:\n        loss.backward()\n        yield loss.detach()\n\n\n"
+              "def pick(extra):\n    return extra if current else probes\n\n\n"
               "w = torch.ones(3, requires_grad=True)\ncurrent = False\n"
               "probes = replay([(w * 2).sum()])\n"
               "loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\n"
@@ -1107,27 +1110,51 @@ def test_a_helper_of_an_installed_package_that_ran_after_the_site_is_searched(tm
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
 
 
-@pytest.mark.parametrize("imported", ["from gradtools_n3 import penalty",
-                                      "import gradtools_n3", "import gradtools_n3 as gt"])
+_PENALTY = ("def penalty(loss, params, weight=0.0):\n    if not weight:\n"
+            "        return 0.0\n    grads = torch.autograd.grad(loss, params, create_graph=True)\n"
+            "    pen = weight * sum(g.pow(2).sum() for g in grads)\n    pen.backward()\n"
+            "    return pen.item()\n")
+INSTALLED_HELPERS = {  # (the package's __init__.py, its _impl.py, the import, the call)
+    "from gradtools_n3 import penalty": (f"import torch\n\n\n{_PENALTY}", "",
+                                         "from gradtools_n3 import penalty", "penalty"),
+    "import gradtools_n3": (f"import torch\n\n\n{_PENALTY}", "", "import gradtools_n3",
+                            "gradtools_n3.penalty"),
+    "import gradtools_n3 as gt": (f"import torch\n\n\n{_PENALTY}", "",
+                                  "import gradtools_n3 as gt", "gt.penalty"),
+    # rev48a I1, rev48b I2: a method of an installed class
+    "class_method": ("import torch\n\n\nclass Penalty:\n"
+                     + "".join("    " + line + "\n" for line in _PENALTY.replace(
+                         "def penalty(loss,", "def penalty(self, loss,").splitlines()),
+                     "", "from gradtools_n3 import Penalty", "Penalty().penalty"),
+    # rev48a I3: a helper decorated with @torch.enable_grad()
+    "decorated": (f"import torch\n\n\n@torch.enable_grad()\n{_PENALTY}", "",
+                  "from gradtools_n3 import penalty", "penalty"),
+    # rev48a I2: the helper hands on to a private module of its package
+    "one_module_in": ("from . import _impl\n\n\ndef penalty(loss, params, weight=0.0):\n"
+                      "    return _impl.penalty(loss, params, weight)\n",
+                      f"import torch\n\n\n{_PENALTY}", "from gradtools_n3 import penalty",
+                      "penalty"),
+}
+
+
+@pytest.mark.parametrize("imported", sorted(INSTALLED_HELPERS))
 def test_an_installed_helper_that_started_no_pass_is_searched_by_its_name(tmp_path,
                                                                          monkeypatch, imported):
     """rev47a N3, rev47b I1: a pip-installed gradient-penalty helper called after the site
     returns at once when its weight is 0; it started no pass, so it was never searched, and
     installed functions were no walkers by name: "not needed", proven, and --fix --write
-    broke the run with a weight."""
+    broke the run with a weight. rev48a I1, I2, I3, rev48b I2: a method of an installed
+    class, a decorated helper, a helper that hands on to another module of its package."""
     from retaincheck import _reads
 
     lib = tmp_path / "lib" / "gradtools_n3"
     lib.mkdir(parents=True)
-    (lib / "__init__.py").write_text(
-        "import torch\n\n\ndef penalty(loss, params, weight=0.0):\n    if not weight:\n"
-        "        return 0.0\n    grads = torch.autograd.grad(loss, params, create_graph=True)\n"
-        "    pen = weight * sum(g.pow(2).sum() for g in grads)\n    pen.backward()\n"
-        "    return pen.item()\n")
-    monkeypatch.setitem(_reads._kinds, str(lib / "__init__.py"), 1)  # as site-packages
+    init, impl, imported, call = INSTALLED_HELPERS[imported]
+    (lib / "__init__.py").write_text(init)
+    (lib / "_impl.py").write_text(impl)
+    for name in ("__init__.py", "_impl.py"):  # as site-packages
+        monkeypatch.setitem(_reads._kinds, str(lib / name), 1)
     monkeypatch.syspath_prepend(str(tmp_path / "lib"))
-    call = {"from gradtools_n3 import penalty": "penalty", "import gradtools_n3":
-            "gradtools_n3.penalty", "import gradtools_n3 as gt": "gt.penalty"}[imported]
     source = (f"import torch\n{imported}\n\nweight = 0.0\nw = torch.ones(3, requires_grad=True)\n"
               "for step in range(2):\n    loss = (w * 3).pow(2).sum()\n"
               f"    loss.backward(retain_graph=True)\n    {call}(loss, [w], weight)\n"
@@ -1140,9 +1167,44 @@ def test_an_installed_helper_that_started_no_pass_is_searched_by_its_name(tmp_pa
         broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
         assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
     finally:
-        sys.modules.pop("gradtools_n3", None)
+        for name in ("gradtools_n3", "gradtools_n3._impl"):
+            sys.modules.pop(name, None)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+
+
+@pytest.mark.parametrize("imported", ["import trainutils_k1", "from trainutils_k1 import train"])
+def test_an_installed_walkers_name_is_no_method_of_the_same_name(tmp_path, monkeypatch,
+                                                                 imported):
+    """rev48a K1, rev48b C1 (cost): an installed package's `step()` or `train()` that calls
+    backward() made every `opt.step()` and `model.train()` a walker by name: kept, "never
+    ran", though the line ran and nothing needs the flag. Its name counts bare (`train(...)`)
+    or on its module (`trainutils_k1.step(...)`) only."""
+    from retaincheck import _reads
+
+    lib = tmp_path / "lib" / "trainutils_k1"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(
+        "def step(loss, opt):\n    loss.backward()\n    opt.step()\n\n\n"
+        "def train(model, loss):\n    loss.backward()\n")
+    monkeypatch.setitem(_reads._kinds, str(lib / "__init__.py"), 1)  # as site-packages
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    source = (f"import torch\n{imported}\n\nmodel = torch.nn.Linear(3, 1)\n"
+              "opt = torch.optim.SGD(model.parameters(), lr=0.1)\naccumulate = 2\n"
+              "for i in range(2):\n    loss = model(torch.ones(2, 3)).pow(2).sum()\n"
+              "    loss.backward(retain_graph=True)\n    if (i + 1) % accumulate == 0:\n"
+              "        opt.step()\n    model.train()\nresult = [model.weight.detach()]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    try:
+        _, report = run_fixture(path, source, audited=True)
+        plain, _ = run_fixture(path, source)
+        without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
+    finally:
+        sys.modules.pop("trainutils_k1", None)
+    assert same(without, plain)  # the truth: not needed
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()
 
 
 STEP_REPLAYS = ("import torch\n\ncfg = {'replay': False}\nprev = [None]\n\n\n"
@@ -1152,7 +1214,7 @@ STEP_REPLAYS = ("import torch\n\ncfg = {'replay': False}\nprev = [None]\n\n\n"
                 "    return loss.item()\n")
 
 
-@pytest.mark.parametrize("through", ["installed_map", "tree_map"])
+@pytest.mark.parametrize("through", ["installed_map", "tree_map", "exec"])
 def test_a_step_mapped_again_by_code_not_the_programs_is_searched_whole(tmp_path, monkeypatch,
                                                                       through):
     """rev47a N1, N2: the step (in a module of its own) replays the previous step's loss above
@@ -1174,6 +1236,9 @@ def test_a_step_mapped_again_by_code_not_the_programs_is_searched_whole(tmp_path
         "tree_map": "from torch.utils._pytree import tree_map\n\n"
                     "tree_map(functools.partial(steps_n1.train_step, w), "
                     "{'a': torch.tensor(1.0), 'b': torch.tensor(2.0)})",
+        # rev48a E1: the map() in code compiled from a string (a launcher's driver)
+        "exec": "exec('list(map(step, batches))', {'step': functools.partial("
+                "steps_n1.train_step, w), 'batches': [torch.tensor(1.0)] * 3})",
     }[through]
     source = ("import functools\n\nimport steps_n1\nimport torch\n\nREPLAY = False\n"
               "steps_n1.cfg['replay'] = REPLAY\nw = torch.ones(3, requires_grad=True)\n"
@@ -1201,6 +1266,34 @@ def test_a_step_mapped_again_by_code_not_the_programs_is_searched_whole(tmp_path
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
 
 
+def test_a_site_in_a_file_the_program_wrote_is_never_not_needed(tmp_path, monkeypatch):
+    """rev48a G2: a step module written from a template (`retain_graph={keep}`, a second walk
+    only with an option) and imported: its file holds a literal True, read as any file, "not
+    needed", proven, and --fix --write edited a file the next run writes again."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = ("import importlib\nimport sys\n\nimport torch\n\ndouble = False\n"
+              "TEMPLATE = 'def step(loss):\\n    loss.backward(retain_graph={keep})\\n{extra}'\n"
+              f"with open({str(tmp_path / 'gen_step_g2.py')!r}, 'w') as f:\n"
+              "    f.write(TEMPLATE.format(keep=KEEP, extra='    loss.backward()\\n' if double "
+              "else ''))\nsys.modules.pop('gen_step_g2', None)\nimportlib.invalidate_caches()\n"
+              "gen_step_g2 = importlib.import_module('gen_step_g2')\n"
+              "w = torch.ones(3, requires_grad=True)\ngen_step_g2.step((w * 3).pow(2).sum())\n"
+              "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    try:
+        _, report = run_fixture(path, source.replace("KEEP", "True"), audited=True)
+        taken = source.replace("double = False", "double = True")
+        broken, _ = run_fixture(path, taken.replace("KEEP", "False"))
+        assert isinstance(run_fixture(path, taken.replace("KEEP", "True"))[0], list)
+        assert isinstance(broken, RuntimeError)
+    finally:
+        sys.modules.pop("gen_step_g2", None)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site._unread == "generated", report.format()
+    assert "was written while the program ran" in report.format()
+
+
 UNITTEST_CASE = """import os
 import unittest
 
@@ -1220,13 +1313,38 @@ class T(unittest.TestCase):
 """
 
 
-def test_a_test_cases_test_after_its_setup_is_searched_outside_pytest(tmp_path, monkeypatch):
+UNITTEST_VARIANTS = {
+    "setUp": UNITTEST_CASE,
+    # rev48a U1: the probe in setUpClass, which the suite runs outside TestCase.run
+    "setUpClass": UNITTEST_CASE.replace(
+        "    def setUp(self):\n        self.w", "    @classmethod\n    def setUpClass(self):\n"
+        "        self.w"),
+    # rev48a U2, rev48b U2: the second walk in a cleanup handed to addCleanup
+    "addCleanup": UNITTEST_CASE.replace(
+        "class T(", "def again(loss):\n    if os.environ.get('AGAIN'):\n        loss.backward()\n"
+        "\n\nclass T(").replace(
+        "        if os.environ.get(\"AGAIN\"):\n            self.loss.backward()\n",
+        "        self.addCleanup(again, self.loss)\n"),
+    # rev48b U1: the second walk in the module's tearDownModule
+    "tearDownModule": UNITTEST_CASE.replace(
+        "class T(", "KEPT = []\n\n\ndef tearDownModule():\n    if os.environ.get('AGAIN'):\n"
+        "        KEPT.pop().backward()\n\n\nclass T(").replace(
+        "        if os.environ.get(\"AGAIN\"):\n            self.loss.backward()\n",
+        "        KEPT.append(self.loss)\n"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(UNITTEST_VARIANTS))
+def test_a_test_cases_test_after_its_setup_is_searched_outside_pytest(tmp_path, monkeypatch,
+                                                                      variant):
     """rev47a R2 (rev46b F1b under ``python -m retaincheck -m unittest``): a probe in setUp,
     a second walk in the test behind an environment variable; unittest calls the test by a
     name no frame shows, and it started no pass: "not needed", proven, and the variable's
-    run broke. Fixed under pytest before; now wherever unittest runs the case."""
+    run broke. Fixed under pytest before; now wherever unittest runs the case. rev48a U1, U2,
+    rev48b U1, U2: a probe in setUpClass; the walk in a cleanup or in tearDownModule."""
     import unittest
 
+    source = UNITTEST_VARIANTS[variant]
     path = tmp_path / "test_ut_r2.py"
 
     def run_case(text):
@@ -1237,14 +1355,14 @@ def test_a_test_cases_test_after_its_setup_is_searched_outside_pytest(tmp_path, 
                 outcome = unittest.TextTestRunner(stream=open(os.devnull, "w")).run(suite)
         return outcome.wasSuccessful(), report
 
-    ok, report = run_case(UNITTEST_CASE)
+    ok, report = run_case(source)
     assert ok
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
     # the truth: with the variable set, the flag is needed
     monkeypatch.setenv("AGAIN", "1")
-    assert run_case(UNITTEST_CASE)[0]
-    assert not run_case(UNITTEST_CASE.replace("retain_graph=True", ""))[0]
+    assert run_case(source)[0]
+    assert not run_case(source.replace("retain_graph=True", ""))[0]
 
 
 def test_a_base_pythons_site_packages_inside_its_standard_library_is_installed(tmp_path,
