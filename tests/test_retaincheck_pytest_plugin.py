@@ -1571,8 +1571,9 @@ def backward_twice_checked(tensors, retain_graph=False):
 PARAMS = []
 
 
-@pytest.mark.parametrize("backward", [torch.autograd.backward, backward_twice_checked])
-def test_backward_impl(backward):
+@pytest.mark.parametrize("name", ["autograd", "backward_twice_checked"])  # (by name: a
+def test_backward_impl(name):  # function handed on as a value would keep the site first)
+    backward = torch.autograd.backward if name == "autograd" else globals()[name]
     w = torch.ones(3, requires_grad=True)
     PARAMS[:] = [w]
     loss = (w * 2).pow(2).sum()
