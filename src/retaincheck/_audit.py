@@ -493,7 +493,10 @@ def _mark_untaken_calls(session: Session) -> None:
     own.update(name for name in set(session.code_files).union(*(t[3] for t in tests))
                if _kind(name) == 2)
     own.update(_named_from(own))
-    extra = project_walkers(sorted(own)) | _installed_walkers(own)
+    # (an installed plugin module's imports too: its hook's check from another installed
+    # package, rev49b G1)
+    extra = project_walkers(sorted(own)) | _installed_walkers(own | {
+        name for name in session.code_files if _kind(name) == 1})
     # the functions of those files by the names the runner's code hands on as values (a
     # finalizer, request.addfinalizer(functools.partial(walk_again, kept)), rev48b P2; a
     # cleanup, self.addCleanup(check, loss), rev48a U2): searched whole

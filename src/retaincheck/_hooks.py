@@ -1445,11 +1445,16 @@ def _unittest_code(frame) -> tuple[set, set, set, set] | None:
     for name, where in defined_functions(module):
         if name in ("setUpModule", "tearDownModule") or every == "_handleModuleFixture":
             mine.add(where)
+    # (in the modules of its bases too: a mixin's self.addCleanup(walk_again, loss), rev49b H2)
+    files = {module} | {name for c in type(test).__mro__ if c.__module__ not in (
+        "unittest.case", "unittest.async_case", "builtins") and isinstance(
+        name := getattr(sys.modules.get(c.__module__), "__file__", None), str)}
     names: set[str] = set()
-    for scope, used in referenced_names(module).items():
-        if not scope or (module, scope) in mine:
-            names |= used
-    return mine, others, names, {module}
+    for name in files:
+        for scope, used in referenced_names(name).items():
+            if not scope or (name, scope) in mine:
+                names |= used
+    return mine, others, names, files
 
 
 def _closure_functions(frame) -> list:

@@ -580,10 +580,14 @@ def _graph_walkers(tree: ast.AST, extra: frozenset[str] = frozenset()) -> frozen
         # an alias (bw = torch.autograd.backward), functools.partial(torch.autograd.grad, ...),
         # a lambda whose body calls one: any name of ``names`` in the assigned value
         # (w.grad is a tensor, not torch.autograd.grad: "grad" counts only on autograd)
-        return any(isinstance(n, ast.Name) and n.id in names
+        # (an installed walker too, by the name it is bound by, =f or module.f: `chk = f`,
+        # `recheck = staticmethod(f)`, rev49b B1)
+        return any(isinstance(n, ast.Name) and (n.id in names or "=" + n.id in names)
                    or isinstance(n, ast.Attribute) and n.attr in names and (
                        n.attr != "grad"
                        or getattr(n.value, "attr", getattr(n.value, "id", "")) == "autograd")
+                   or isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                   and f"{n.value.id}.{n.attr}" in names
                    for n in ast.walk(expr))
 
     while True:
@@ -727,6 +731,19 @@ def defined_functions(path: str) -> list[tuple[str, tuple[str, int]]]:
 
 
 _per_file: dict = {}  # (what, file) -> (its tree, what was found in it): once per text
+
+
+def fixture_functions(path: str) -> set[int]:
+    """The first lines (``defined_functions``'s) of a file's pytest fixtures: its functions
+    decorated with ``fixture`` (``@pytest.fixture``, ``@pytest.fixture(scope=...)``)."""
+    tree = _tree(path)
+    found = set()
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _called_name(ast.Call(func=d.func if isinstance(d, ast.Call) else d, args=[],
+                                      keywords=[])) == "fixture" for d in node.decorator_list):
+            found.add(min([node.lineno, *(d.lineno for d in node.decorator_list)]))
+    return found
 
 
 def referenced_names(path: str) -> dict[int, set[str]]:

@@ -853,7 +853,7 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
     # above, the xunit functions (a module's teardown_function, rev47b X1) and the hooks (a
     # conftest's pytest_runtest_teardown, H1); the hooks of the plugin modules too (a
     # conftest's pytest_plugins = [...], an installed pytest11 plugin: rev48b P1, P1b)
-    from ._reads import _kind, defined_functions, referenced_names
+    from ._reads import _kind, defined_functions, fixture_functions, referenced_names
 
     module = getattr(getattr(item, "module", None), "__file__", None)
     here = os.path.realpath(str(getattr(item, "path", "") or module or ""))
@@ -864,9 +864,10 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
                 plugin, "__name__", "")).split(".")[0] in ("_pytest", "pluggy", "retaincheck"):
             continue
         if os.path.basename(name) != "conftest.py":
-            # (an installed plugin's hooks only where its text walks a graph: xdist's or
-            # pytest-cov's hooks call names a program's walkers may have, check, run)
-            if _kind(name) == 2 or _mentions_a_walk(name):
+            # (an installed plugin's hooks only where one may walk a graph, itself or through
+            # what it calls (_audit._may_walk): xdist's or pytest-cov's hooks call names a
+            # program's walkers may have, check, run)
+            if _kind(name) == 2 or _hooks_may_walk(plugin):
                 plugins.append(name)
         elif here.startswith(os.path.dirname(os.path.realpath(name)) + os.sep):
             files.append(name)  # (not another folder's: its hooks run for its own tests)
@@ -875,31 +876,29 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
             if function.startswith("pytest_") or name in files and function in _XUNIT:
                 found.add(where)
     # The names used as values (a finalizer, request.addfinalizer(check); a partial) in
-    # those files, outside any function or in one that runs for this test (not in a fixture
-    # of other tests: rev48b C2): the functions of the program's files by those names are
-    # searched whole (_audit._mark_untaken_calls)
+    # those files and in the modules of the test class's bases (a unittest mixin's
+    # self.addCleanup(walk_again, loss): rev49b H2), but in a fixture this test does not use
+    # (rev48b C2: a fixture of other tests that hands on their train step): the functions of
+    # the program's files by those names are searched whole (_audit._mark_untaken_calls)
+    for base in getattr(cls, "__mro__", ())[1:]:
+        name = getattr(sys.modules.get(base.__module__), "__file__", None)
+        if isinstance(name, str) and name.endswith(".py") and name not in files and _kind(
+                name) == 2:
+            files.append(name)
     handed: set[str] = set()
     for name in files:
+        fixtures = fixture_functions(name)
         for scope, names in referenced_names(name).items():
-            if not scope or (name, scope) in found:
+            if scope not in fixtures or (name, scope) in found:
                 handed |= names
     return found, handed, set(files + plugins)
-def _mentions_a_walk(name: str) -> bool:
-    """Whether a file's text names a backward pass (``backward``, ``autograd``); once per
-    file (an installed plugin's, read for each test)."""
-    known = _MENTIONS.get(name)
-    if known is None:
-        from ._reads import _source_text
+def _hooks_may_walk(plugin) -> bool:
+    """Whether one of a plugin module's hooks (``pytest_*``) may start a backward pass
+    (``_audit._may_walk``: its code names one, or calls code that does, rev49b G1)."""
+    from ._audit import _CODE, _may_walk
 
-        try:
-            text = _source_text(name)
-        except OSError:
-            text = ""
-        known = _MENTIONS[name] = "backward" in text or "autograd" in text
-    return known
-
-
-_MENTIONS: dict[str, bool] = {}
+    return any(name.startswith("pytest_") and isinstance(getattr(value, "__code__", None), _CODE)
+               and _may_walk(value) for name, value in list(vars(plugin).items()))
 
 
 # pytest's xunit-style functions and methods (_pytest/python.py, _pytest/unittest.py)
