@@ -304,6 +304,19 @@ AFTER_A_FIXTURE = {
         "import torch\n\n\ndef test_step(checker):\n    w = torch.ones(3, requires_grad=True)\n"
         "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
         "    checker.check(loss)\n"),
+    # rev49b H1: a conftest helper class's method registers the finalizer
+    "tracker_class": (
+        "import functools\n\nimport pytest\n\nfrom checks_h1 import walk_again\n\n\n"
+        "class Tracker:\n    def __init__(self, request):\n        self.request = request\n\n"
+        "    def add(self, loss):\n"
+        "        self.request.addfinalizer(functools.partial(walk_again, [loss]))\n\n\n"
+        "@pytest.fixture\ndef tracker(request):\n    return Tracker(request)\n",
+        "import torch\n\n\ndef test_step(tracker):\n    w = torch.ones(3, requires_grad=True)\n"
+        "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+        "    tracker.add(loss)\n",
+        {"checks_h1.py": "import os\n\n\ndef walk_again(kept):\n    while kept:\n"
+                         "        loss = kept.pop()\n        if os.environ.get('AGAIN'):\n"
+                         "            loss.backward()\n"}),
     # rev48b P1: a plugin module's hook (loaded with -p) walks the losses a test kept
     "plugin_module": (
         None,
@@ -368,7 +381,7 @@ def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(py
         return globals()["run"](pytester, "-p", "plugin_p1", *args)
 
     write("retain_graph=True")
-    result = run(pytester, "--retaincheck-fail")
+    result = run(pytester, "--retaincheck-fail", "-v")  # (-v: every site kept, not ten)
     assert result.ret == 0, result.outlines
     lines = section(result)
     assert lines[0].startswith("no retain_graph=True found not needed"), lines
@@ -386,6 +399,38 @@ def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(py
     for name in AFTER_A_FIXTURE:
         assert any(line.startswith(("FAILED", "ERROR")) and f"case_{name}/" in line
                    for line in result.outlines), (name, result.outlines)
+
+
+def test_an_installed_plugins_hook_that_walks_through_an_installed_check_is_searched(
+        pytester, monkeypatch):
+    """rev49b G1: an installed pytest plugin's teardown hook re-checks the losses a test
+    registered through an installed package's function (the plugin's text names no walk);
+    the call did not count as a walk: "not needed", proven, and the checking run broke."""
+    from retaincheck import _reads
+
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.syspath_prepend(pytester.path)
+    (pytester.path / "plugin_g1.py").write_text(
+        "from gradcheck_g1 import recheck\n\n\ndef pytest_runtest_teardown(item):\n"
+        "    while getattr(item.module, 'KEPT_G1', None):\n"
+        "        recheck(item.module.KEPT_G1.pop())\n")
+    (pytester.path / "gradcheck_g1.py").write_text(
+        "import os\n\n\ndef recheck(loss):\n    if os.environ.get('AGAIN'):\n"
+        "        loss.backward()\n")
+    for name in ("plugin_g1.py", "gradcheck_g1.py"):  # (as site-packages)
+        monkeypatch.setitem(_reads._kinds, str(pytester.path / name), 1)
+    test = ("import torch\n\nKEPT_G1 = []\n\n\ndef test_step():\n"
+            "    w = torch.ones(3, requires_grad=True)\n    loss = (w * 3).pow(2).sum()\n"
+            "    loss.backward(retain_graph=True)\n    KEPT_G1.append(loss)\n")
+    pytester.makepyfile(test_g1=test)
+    result = run(pytester, "-p", "plugin_g1", "--retaincheck-fail")
+    assert result.ret == 0, result.outlines
+    assert section(result)[1].startswith("kept, not listed: test_g1.py:9: could not tell (the "
+                                         "call at "), section(result)
+    monkeypatch.setenv("AGAIN", "1")  # the truth: the checking run needs the flag
+    run(pytester, "-p", "plugin_g1").assert_outcomes(passed=1)
+    pytester.makepyfile(test_g1=test.replace("retain_graph=True", ""))
+    assert run(pytester, "-p", "plugin_g1").ret == 1
 
 
 def test_a_function_a_fixture_hands_on_counts_only_for_the_tests_that_use_it(pytester,

@@ -1126,6 +1126,9 @@ INSTALLED_HELPERS = {  # (the package's __init__.py, its _impl.py, the import, t
                      + "".join("    " + line + "\n" for line in _PENALTY.replace(
                          "def penalty(loss,", "def penalty(self, loss,").splitlines()),
                      "", "from gradtools_n3 import Penalty", "Penalty().penalty"),
+    # rev49b B1: the installed function bound to another name before it is called
+    "alias": (f"import torch\n\n\n{_PENALTY}", "",
+              "from gradtools_n3 import penalty\nchk = penalty", "chk"),
     # rev48a I3: a helper decorated with @torch.enable_grad()
     "decorated": (f"import torch\n\n\n@torch.enable_grad()\n{_PENALTY}", "",
                   "from gradtools_n3 import penalty", "penalty"),
@@ -1325,6 +1328,12 @@ UNITTEST_VARIANTS = {
         "\n\nclass T(").replace(
         "        if os.environ.get(\"AGAIN\"):\n            self.loss.backward()\n",
         "        self.addCleanup(again, self.loss)\n"),
+    # rev49b H2: the cleanup registered by a mixin of a helpers module
+    "mixin": UNITTEST_CASE.replace(
+        "import torch\n", "import torch\nfrom mixin_h2 import Checks\n").replace(
+        "class T(unittest.TestCase)", "class T(Checks, unittest.TestCase)").replace(
+        "        if os.environ.get(\"AGAIN\"):\n            self.loss.backward()\n",
+        "        self.track(self.loss)\n"),
     # rev48b U1: the second walk in the module's tearDownModule
     "tearDownModule": UNITTEST_CASE.replace(
         "class T(", "KEPT = []\n\n\ndef tearDownModule():\n    if os.environ.get('AGAIN'):\n"
@@ -1346,13 +1355,20 @@ def test_a_test_cases_test_after_its_setup_is_searched_outside_pytest(tmp_path, 
 
     source = UNITTEST_VARIANTS[variant]
     path = tmp_path / "test_ut_r2.py"
+    (tmp_path / "mixin_h2.py").write_text(
+        "import os\n\n\ndef again(loss):\n    if os.environ.get('AGAIN'):\n"
+        "        loss.backward()\n\n\nclass Checks:\n    def track(self, loss):\n"
+        "        self.addCleanup(again, loss)\n")
 
     def run_case(text):
         path.write_text(text)
-        with _imported(monkeypatch, tmp_path, "test_ut_r2") as module:
-            suite = unittest.defaultTestLoader.loadTestsFromModule(module)
-            with retaincheck.audit() as report:
-                outcome = unittest.TextTestRunner(stream=open(os.devnull, "w")).run(suite)
+        try:
+            with _imported(monkeypatch, tmp_path, "test_ut_r2") as module:
+                suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+                with retaincheck.audit() as report:
+                    outcome = unittest.TextTestRunner(stream=open(os.devnull, "w")).run(suite)
+        finally:
+            sys.modules.pop("mixin_h2", None)
         return outcome.wasSuccessful(), report
 
     ok, report = run_case(source)

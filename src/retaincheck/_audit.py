@@ -492,7 +492,7 @@ def _mark_untaken_calls(session: Session) -> None:
     tests = [getattr(record, "_test_code", None) or ((), (), (), ()) for record in open_sites]
     own.update(name for name in set(session.code_files).union(*(t[3] for t in tests))
                if _kind(name) == 2)
-    own.update(_named_from(own))
+    own.update(_named_from(own, session.code_modules))
     # (an installed plugin module's imports too: its hook's check from another installed
     # package, rev49b G1)
     extra = project_walkers(sorted(own)) | _installed_walkers(own | {
@@ -727,10 +727,12 @@ def _may_walk(function, depth: int = 2) -> frozenset[str]:
     return _MAY_WALK[key]
 
 
-def _named_from(files: set[str]) -> set[str]:
+def _named_from(files: set[str], modules=()) -> set[str]:
     """The user's own files that the modules of ``files`` name in their globals (a module
     bound by ``import helpers as h``, a function or class bound by ``from helpers import
-    walk``), and those that these name in turn."""
+    walk``), and those that these name in turn. ``modules``: modules besides those of
+    ``sys.modules`` (the conftest modules pytest keeps under no name of their own there, as
+    two folders' conftest.py cannot both be "conftest")."""
     from ._reads import _kind
 
     def file_key(name: str):
@@ -744,7 +746,7 @@ def _named_from(files: set[str]) -> set[str]:
         return (found.st_dev, found.st_ino)
 
     by_file = {}
-    for module in list(sys.modules.values()):
+    for module in [*modules, *list(sys.modules.values())]:
         name = getattr(module, "__file__", None)
         if isinstance(name, str) and name.endswith(".py"):
             by_file.setdefault(file_key(name), module)

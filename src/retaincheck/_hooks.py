@@ -281,6 +281,7 @@ class Session:
         self.per_test = False  # one audit per test (the pytest plugin): no other test runs
         self.handed: set = set()  # names the test runner's files hand on as values (plugin)
         self.code_files: set = set()  # the files those are in (the test module, conftests)
+        self.code_modules: list = []  # and their modules (a conftest's is not in sys.modules)
         self.started_at = time.time()  # (a site's file written since: generated, _audit)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs

@@ -458,6 +458,9 @@ class _Plugin:
                 if context._session is not None:
                     (context._session.code_after, context._session.handed,
                      context._session.code_files) = _test_code(item)
+                    context._session.code_modules = [getattr(item, "module", None)] + [
+                        p for p in item.config.pluginmanager.get_plugins()
+                        if getattr(p, "__file__", None) in context._session.code_files]
                     context._session.per_test = True
                 context.__exit__(None, None, None)
                 self.hooked.append(context._session)
@@ -807,10 +810,11 @@ class _Plugin:
             (k, m("p_why_not_run", n=self._not_run()))
             for k, v in self.sites.items() if v["unneeded_in"] and not v["needed"]
             and k not in self.outlived and self._not_run())
-        for site, why in unsure[:10]:
+        shown = len(unsure) if getattr(tr.config.option, "verbose", 0) > 0 else 10  # (-v: all)
+        for site, why in unsure[:shown]:
             tr.write_line(m("p_unsure", site=site, why=why))
-        if len(unsure) > 10:
-            tr.write_line(m("p_unsure_more", n=len(unsure) - 10))
+        if len(unsure) > shown:
+            tr.write_line(m("p_unsure_more", n=len(unsure) - shown))
         if self.unaudited:
             tr.write_line(m("p_unaudited", n=len(self.unaudited)))
         for line in last:
