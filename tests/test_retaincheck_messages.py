@@ -67,6 +67,7 @@ def every_kind_of_record() -> Report:
         dict(executions=1, passed_through=True),
         dict(executions=1, passed_through=True, _unread=True),  # code it could not read
         dict(executions=1, passed_through=True, _unread="generated"),  # a file it wrote
+        dict(executions=1, ran_once_in_a_loop=True),  # once, in a loop
         dict(executions=1, passed_through=True, _observed=True),  # a __torch_function__
         dict(executions=1, passed_through=True, _observed="watched"),  # a profiler
         dict(executions=1, run_completed=False), dict(executions=1),

@@ -558,6 +558,47 @@ def _mark_untaken_calls(session: Session) -> None:
                 {f for f in others if _kind(f[0]) in (1, 2)}, every[0], extra, every[1],
                 every[2])]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
+        if record.executions == 1 and not found:
+            record.ran_once_in_a_loop = _in_a_loop(session, record, runner)
+
+
+def _in_a_loop(session: Session, record, runner: tuple) -> bool:
+    """Whether the site's first run was in a loop: its line in one of its function's, or a
+    call on the way to it in one of a caller's (the program's, an installed package's, code
+    compiled from a string, torch's), or made through code with no frame (``map()``,
+    ``timeit``'s loop): run once, it may run again with more iterations, on the graph it
+    kept (rev49a L1: ``for _ in range(args.iters): loss.backward(retain_graph=True)``, run
+    with one). Not the test runner's loops (pytest's, unittest's), which call each test once."""
+    from ._reads import _kind, _realpath, called_by_name, in_a_loop
+
+    shape = getattr(record, "_first_shape", None)
+    lines = session.walked.get(shape, ()) if shape is not None else ()
+    here = os.path.dirname(_realpath(__file__)) + os.sep
+    torch_dir = os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep
+
+    def looked_at(name: str) -> bool:
+        if name.startswith("<"):  # (code from a string; not a frozen module's, runpy's)
+            return not name.startswith(("<frozen", "<stdin>"))
+        real = _realpath(name)
+        return not real.startswith(here) and not real.startswith(runner or "\0") and (
+            _kind(name) in (1, 2) or real.startswith(torch_dir))
+
+    # (up to the test runner's frame that called the test: below it, the runner's loops over
+    # the tests, pytest's, xdist's, unittest's, each of which runs a test once)
+    stop = runner + session.runner_dirs + tuple(
+        os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
+            sys.modules.get, ("xdist", "execnet", "unittest"))
+        if isinstance(getattr(module, "__file__", None), str))
+    for j, frame in enumerate(lines):
+        if not frame[0].startswith("<") and _realpath(frame[0]).startswith(stop or "\0"):
+            break
+        if not looked_at(frame[0]):
+            continue
+        if in_a_loop(*frame) or j and shape[2 * j - 2].co_name != "<module>" and not (
+                called_by_name(frame[0], shape[2 * j], shape[2 * j + 1],
+                               shape[2 * j - 2].co_name)):
+            return True
+    return False
 
 
 def _ran_since(session: Session, first_call: int):

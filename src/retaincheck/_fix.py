@@ -81,6 +81,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     untaken = getattr(record, "unseen_calls", None)
     if untaken:
         return m("k_untaken", call=untaken[0])
+    if getattr(record, "ran_once_in_a_loop", False):
+        return m("k_once")
     if getattr(record, "create_graph", False):
         return m("k_create")
     if record.verdict != "not needed":

@@ -282,6 +282,7 @@ class Session:
         self.handed: set = set()  # names the test runner's files hand on as values (plugin)
         self.code_files: set = set()  # the files those are in (the test module, conftests)
         self.code_modules: list = []  # and their modules (a conftest's is not in sys.modules)
+        self.runner_dirs: tuple = ()  # the folders of the test runner's plugins (the plugin)
         self.started_at = time.time()  # (a site's file written since: generated, _audit)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs

@@ -77,6 +77,11 @@ class CallRecord:
     """``file:line`` of a ``backward()``/``grad()`` call in the same function as this one that
     did not run in this run (a branch not taken: ``if step % 50 == 0``): it may walk the graph
     on another path, so a site nothing else reused is ``"could not tell: kept"``."""
+    ran_once_in_a_loop: bool = False
+    """It ran once, and in a loop (of its function, or of a caller on the way to it; or
+    called again through ``map()``): with more iterations (``--iters 2``) it may walk the
+    graph it kept before, so a site nothing else reused is ``"could not tell: kept"``. Run
+    twice, a loop shows whether each iteration makes a graph of its own."""
     running_children: list[int] = field(default_factory=list)
     """The pids of child processes forked during the run (``os.fork``, multiprocessing's
     "fork") still running at its end: they hold a copy of the graph and may walk it, so a site
@@ -148,6 +153,7 @@ class CallRecord:
             "reused_by": list(self.reused_by),
             "unseen_reads": list(self.unseen_reads),
             "unseen_calls": list(self.unseen_calls),
+            "ran_once_in_a_loop": self.ran_once_in_a_loop,
             "running_children": list(self.running_children),
             "compiled": self.compiled,
             "passed_through": self.passed_through,
@@ -264,6 +270,8 @@ class Report:
                              "why_observed" if observed else
                              "why_generated" if getattr(c, "_unread", False) == "generated"
                              else "why_unread" if getattr(c, "_unread", False) else "why_passed")
+            elif c.verdict == _verdicts.COULD_NOT_TELL and not c.unseen_calls:
+                verdict += m("why_once")
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
                 if len(c.unseen_calls) > 3:

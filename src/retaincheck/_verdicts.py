@@ -50,7 +50,8 @@ def verdict(record) -> str:
         return COULD_NOT_TELL
     if not record.run_completed:
         return NOT_NEEDED_SO_FAR
-    return COULD_NOT_TELL if getattr(record, "unseen_calls", None) else NOT_NEEDED
+    return COULD_NOT_TELL if getattr(record, "unseen_calls", None) or getattr(
+        record, "ran_once_in_a_loop", False) else NOT_NEEDED
 
 
 def stopped_by(exc_type, exc) -> str | None:

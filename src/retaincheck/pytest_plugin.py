@@ -290,6 +290,8 @@ def _why_kept(call: dict, lang: str) -> str:
                 "k_unread" if call.get("unread") else "k_passed")
     elif call.get("unseen_calls"):
         why = m("k_untaken", call=call["unseen_calls"][0])
+    elif call.get("ran_once_in_a_loop"):
+        why = m("k_once")
     else:
         return call["verdict"]
     for sep in (": ", "："):  # "kept: could not tell (...)": the part after "kept"
@@ -461,6 +463,7 @@ class _Plugin:
                     context._session.code_modules = [getattr(item, "module", None)] + [
                         p for p in item.config.pluginmanager.get_plugins()
                         if getattr(p, "__file__", None) in context._session.code_files]
+                    context._session.runner_dirs = _runner_dirs(item.config)
                     context._session.per_test = True
                 context.__exit__(None, None, None)
                 self.hooked.append(context._session)
@@ -896,6 +899,23 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
             if scope not in fixtures or (name, scope) in found:
                 handed |= names
     return found, handed, set(files + plugins)
+def _runner_dirs(config) -> tuple[str, ...]:
+    """The folders of the installed pytest plugins' packages (pytest-markdown-docs, xdist):
+    the code that runs the tests, whose loops run each test once (_audit._in_a_loop)."""
+    from ._reads import _kind, _realpath
+
+    found = set()
+    for plugin in config.pluginmanager.get_plugins():
+        name = getattr(plugin, "__file__", None)
+        if isinstance(name, str) and _kind(name) == 1:
+            top = str(getattr(plugin, "__name__", "")).split(".")[0]
+            package = _realpath(getattr(sys.modules.get(top), "__file__", None) or name)
+            # (a package's folder; a module of its own in site-packages, that file alone)
+            found.add(os.path.dirname(package) + os.sep
+                      if os.path.basename(package) == "__init__.py" else package)
+    return tuple(sorted(found))
+
+
 def _hooks_may_walk(plugin) -> bool:
     """Whether one of a plugin module's hooks (``pytest_*``) may start a backward pass
     (``_audit._may_walk``: its code names one, or calls code that does, rev49b G1)."""
