@@ -507,6 +507,10 @@ def _mark_untaken_calls(session: Session) -> None:
     runner = tuple(os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
         sys.modules.get, ("_pytest", "pluggy"))
         if isinstance(getattr(module, "__file__", None), str))
+    stop = runner + session.runner_dirs + tuple(
+        os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
+            sys.modules.get, ("xdist", "execnet", "unittest"))
+        if isinstance(getattr(module, "__file__", None), str))
     by_name: dict[str, set] = {}
     for name in own:
         for function, where in defined_functions(name):
@@ -519,7 +523,10 @@ def _mark_untaken_calls(session: Session) -> None:
         # K3: trainlib/loop.py's aux(loss).backward() that this run did not take)
         kinds = (1, 2) if source and _kind(source) == 1 else (2,)
         # (a relative code file name is the file it is already: _hooks.Session.file_of)
-        frames = {frame for frame in getattr(record, "_frames", ())
+        # (up to the test runner's frame: what called the runner, a test of pytest's own
+        # plugin that runs pytest in its process, is not the program's code)
+        frames = {frame for shape in getattr(record, "_shapes", ())
+                  for frame in _up_to_runner(session.walked.get(shape, ()), stop)
                   if frame[0] == source or _kind(frame[0]) in kinds}
         if source:
             frames.add((source, record.line, None))
@@ -540,7 +547,7 @@ def _mark_untaken_calls(session: Session) -> None:
         # rev44b SK), and those on the way that a loop of a caller's calls again (rev45b K2)
         # (an installed package's too: a helper in a pip-installed package that ran a pass
         # after the site, rev46a F3)
-        after = {(name, first) for name, first in _called_after(session, record)
+        after = {(name, first) for name, first in _called_after(session, record, stop)
                  if name == source or _kind(name) in (1, 2)
                  and not _realpath(name).startswith(runner or "\0")}
         after.update(where for name in session.handed | set(test[2])
@@ -559,10 +566,20 @@ def _mark_untaken_calls(session: Session) -> None:
                 every[2])]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
         if record.executions == 1 and not found:
-            record.ran_once_in_a_loop = _in_a_loop(session, record, runner)
+            record.ran_once_in_a_loop = _in_a_loop(session, record, runner, stop)
 
 
-def _in_a_loop(session: Session, record, runner: tuple) -> bool:
+def _up_to_runner(lines, stop: tuple):
+    """The frames of a stack shape (innermost first) up to the test runner's first one."""
+    from ._reads import _realpath
+
+    for frame in lines:
+        if stop and not frame[0].startswith("<") and _realpath(frame[0]).startswith(stop):
+            return
+        yield frame
+
+
+def _in_a_loop(session: Session, record, runner: tuple, stop: tuple) -> bool:
     """Whether the site's first run was in a loop: its line in one of its function's, or a
     call on the way to it in one of a caller's (the program's, an installed package's, code
     compiled from a string, torch's), or made through code with no frame (``map()``,
@@ -585,13 +602,7 @@ def _in_a_loop(session: Session, record, runner: tuple) -> bool:
 
     # (up to the test runner's frame that called the test: below it, the runner's loops over
     # the tests, pytest's, xdist's, unittest's, each of which runs a test once)
-    stop = runner + session.runner_dirs + tuple(
-        os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
-            sys.modules.get, ("xdist", "execnet", "unittest"))
-        if isinstance(getattr(module, "__file__", None), str))
-    for j, frame in enumerate(lines):
-        if not frame[0].startswith("<") and _realpath(frame[0]).startswith(stop or "\0"):
-            break
+    for j, frame in enumerate(_up_to_runner(lines, stop)):
         if not looked_at(frame[0]):
             continue
         if in_a_loop(*frame) or j and shape[2 * j - 2].co_name != "<module>" and not (
@@ -615,7 +626,7 @@ def _ran_since(session: Session, first_call: int):
     return lines, places, unpacking
 
 
-def _called_after(session: Session, record) -> set[tuple[str, int]]:
+def _called_after(session: Session, record, stop: tuple = ()) -> set[tuple[str, int]]:
     """``(file, first line)`` of the functions whose code may run again after the record's
     site first ran (see ``_mark_untaken_calls``). An invocation is told by its code and the
     frames outside it, each at its instruction: they stay as they are while it runs, so a
@@ -631,13 +642,13 @@ def _called_after(session: Session, record) -> set[tuple[str, int]]:
                   for i in range(0, len(first_shape), 2)}
     found = set()
     for shape, last in session.shape_last.items():
-        if last > record._first_call:
-            for k, (name, _, first) in enumerate(session.walked[shape]):
+        if last > record._first_call:  # (the frames up to the test runner's: _up_to_runner)
+            for k, (name, _, first) in enumerate(_up_to_runner(session.walked[shape], stop)):
                 if shape[2 * k:2 * k + 1] + shape[2 * k + 2:] not in on_the_way:
                     found.add((name, first))
     here = os.path.dirname(_realpath(__file__)) + os.sep
     for shape in record._shapes:  # a caller's loop calls those inside it again
-        lines = session.walked[shape]
+        lines = list(_up_to_runner(session.walked[shape], stop))
         # (or a call through code with no frame, map(), reduce(), in any code but this
         # audit's: an installed trainer's list(map(step, batches)), torch's tree_map (rev47a
         # N1, N2), code compiled from a string (rev48a E1: an exec'd driver, whose text is
@@ -709,6 +720,17 @@ def _installed_walkers(files) -> frozenset[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 module = sys.modules.get(node.module)
+                if module is not None and [a.name for a in node.names] == ["*"]:
+                    # (`from gradkit import *`: each public name, bare, rev49a I5)
+                    public = getattr(module, "__all__", None) or [
+                        n for n in vars(module) if not n.startswith("_")]
+                    for name in list(public):
+                        value = getattr(module, name, None) if isinstance(name, str) else None
+                        if isinstance(value, type):
+                            note_class(value)
+                        elif value is not None and not isinstance(value, type(sys)):
+                            note("=" + name, value)
+                    continue
                 for alias in node.names:
                     value = getattr(module, alias.name, None) if module is not None else None
                     bound = alias.asname or alias.name

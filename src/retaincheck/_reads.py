@@ -40,6 +40,7 @@ pre-hooks see it, and does not count.
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 import re
 import sys
@@ -590,11 +591,25 @@ def _graph_walkers(tree: ast.AST, extra: frozenset[str] = frozenset()) -> frozen
                    and f"{n.value.id}.{n.attr}" in names
                    for n in ast.walk(expr))
 
+    # a parameter whose default is one (`def step(loss, pen=penalty)`: rev49a I4)
+    defaults = []
+    for f in (f for defs in bodies.values() for f in defs):
+        positional = [*f.args.posonlyargs, *f.args.args]
+        defaults += [(a.arg, d) for a, d in (
+            *zip(positional[len(positional) - len(f.args.defaults):], f.args.defaults,
+                 strict=True),
+            *zip(f.args.kwonlyargs, f.args.kw_defaults, strict=True)) if d is not None]
     while True:
         before = len(names)
         for node in assigned:
             if mentions(node.value):
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(node.value, ast.Name):  # `reg = gradkit` of `gradkit.f` (I6)
+                prefix = node.value.id + "."
+                names.update(t.id + n[len(prefix) - 1:] for n in list(names)
+                             if n.startswith(prefix) for t in node.targets
+                             if isinstance(t, ast.Name))
+        names.update(arg for arg, default in defaults if mentions(default))
         for name, defs in bodies.items():
             if name not in names and any(
                 isinstance(n, ast.Call) and _walks_a_graph(n, names)
@@ -624,8 +639,20 @@ def _walks_a_graph(call: ast.Call, names: frozenset[str] | set[str]) -> bool:
     if (isinstance(func, ast.Call) and getattr(func.func, "id", "") == "getattr"
             and len(func.args) >= 2):
         texts = _texts(func.args[1])
-        return texts is None or any(t in names or t.endswith("_backward") for t in texts)
-    return False
+        owner = func.args[0].id + "." if isinstance(func.args[0], ast.Name) else "\0"
+        return texts is None or any(t in names or t.endswith("_backward") or owner + t in names
+                                    for t in texts)
+    # code in a string (`eval("loss.backward()")`: rev49a V1): one that names a walk, or one
+    # that cannot be read
+    if isinstance(func, ast.Name) and func.id in ("eval", "exec") and call.args:
+        text = call.args[0]
+        return not isinstance(text, ast.Constant) or not isinstance(text.value, str) or any(
+            word in text.value for word in ("backward", "autograd", "grad("))
+    # torch's walk handed on as a value (`map(torch.Tensor.backward, losses)`: rev49a V2)
+    return any(isinstance(a, ast.Attribute) and (a.attr == "backward" or a.attr == "grad" and (
+        getattr(a.value, "attr", getattr(a.value, "id", "")) == "autograd"))
+        or isinstance(a, ast.Name) and a.id == "backward"
+        for a in (*call.args, *(k.value for k in call.keywords)))
 
 
 def _is_site_call(call: ast.Call) -> bool:
@@ -821,6 +848,7 @@ def _sole_calls(parts) -> list[ast.Call]:
         live = [*live[0].args, *(k.value for k in live[0].keywords)]
 
 
+_BUILTINS = frozenset(dir(builtins))
 _PASSING_ON = frozenset({"enumerate", "iter", "list", "tuple", "sorted", "reversed", "set",
                          "sum", "islice", "any", "all", "max", "min"})
 
@@ -940,6 +968,13 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
         callees = {name, "*"} if name in ("backward", "grad") else {name}
         return any((path, at, callee) in unpacking for at in at_places for callee in callees)
 
+    # a name a pass came from here walks a graph, whatever it is bound to: the same name
+    # called again (a parameter, `fn(loss)`: a decorator's debug replay, rev49a L2)
+    # (not on the frame's own line, whose walking calls are told apart below)
+    # (a bare name, not a builtin's or a method's: `sum(...)`, `coro.send(None)`,
+    # `opt.step(closure)` start a pass through what they are given, not by what they are)
+    ran_names = {c.func.id for c in ast.walk(scope) if isinstance(c, ast.Call)
+                 and isinstance(c.func, ast.Name) and c.func.id not in _BUILTINS and ran(c)}
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
@@ -951,18 +986,20 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             loops = (*loops, node)
         todo.extend((child, loops, nested) for child in ast.iter_child_nodes(node))
-        if not (isinstance(node, ast.Call) and _walks_a_graph(node, names)
-                and low <= node.lineno <= high):
+        if not (isinstance(node, ast.Call) and low <= node.lineno <= high):
             continue
         lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-        if line in lines and not nested:
+        own_line = line in lines and not nested
+        if not _walks_a_graph(node, names) and (own_line or _called_name(node) not in ran_names):
+            continue
+        if own_line:
             on_the_line.append(node)  # the site itself, or another call on its line
             continue
         # It could run after the site: below it, above it in a loop around both, or in a
         # function defined here that may be called later.
         after = nested or node.lineno > line or any(
             loop.lineno <= line <= (loop.end_lineno or loop.lineno) for loop in loops)
-        if ran(node) or not placed and any((path, n) in lines_ran and per_line[n] == 1
+        if ran(node) or not placed and any((path, n) in lines_ran and per_line.get(n) == 1
                                            for n in lines):
             continue  # a call that ran (its place, or, with no places, a line of its own)
         if after:
