@@ -1129,6 +1129,21 @@ INSTALLED_HELPERS = {  # (the package's __init__.py, its _impl.py, the import, t
     # rev49b B1: the installed function bound to another name before it is called
     "alias": (f"import torch\n\n\n{_PENALTY}", "",
               "from gradtools_n3 import penalty\nchk = penalty", "chk"),
+    # rev49a I4: a default argument, a class's staticmethod; I5: a star import; I6: the
+    # module under another name, getattr on it
+    "default_argument": (f"import torch\n\n\n{_PENALTY}", "",
+                         "from gradtools_n3 import penalty\n\n\n"
+                         "def do_pen(loss, params, weight, pen=penalty):\n"
+                         "    return pen(loss, params, weight)", "do_pen"),
+    "staticmethod": (f"import torch\n\n\n{_PENALTY}", "",
+                     "from gradtools_n3 import penalty\n\n\nclass Hooks:\n"
+                     "    check = staticmethod(penalty)", "Hooks().check"),
+    "star_import": (f"import torch\n\n\n{_PENALTY}", "", "from gradtools_n3 import *",
+                    "penalty"),
+    "module_alias": (f"import torch\n\n\n{_PENALTY}", "",
+                     "import gradtools_n3\nreg = gradtools_n3", "reg.penalty"),
+    "getattr": (f"import torch\n\n\n{_PENALTY}", "", "import gradtools_n3",
+                "getattr(gradtools_n3, 'penalty')"),
     # rev48a I3: a helper decorated with @torch.enable_grad()
     "decorated": (f"import torch\n\n\n@torch.enable_grad()\n{_PENALTY}", "",
                   "from gradtools_n3 import penalty", "penalty"),
@@ -1208,6 +1223,46 @@ def test_an_installed_walkers_name_is_no_method_of_the_same_name(tmp_path, monke
     assert same(without, plain)  # the truth: not needed
     (site,) = report.calls
     assert site.verdict == NOT_NEEDED, report.format()
+
+
+UNTAKEN_FORMS = {
+    # rev49a L2: a debug decorator that runs the step a second time behind a flag
+    "decorator_replay": ("import functools\n\n\ndef debug(fn):\n    @functools.wraps(fn)\n"
+                         "    def wrapper(loss):\n        fn(loss)\n        if TAKEN:\n"
+                         "            fn(loss)\n    return wrapper\n\n\n@debug\n"
+                         "def step(loss):\n    loss.backward(retain_graph=True)\n\n\n"
+                         "step((w * 3).pow(2).sum())\n"),
+    # rev49a V1: an eval of a string that walks
+    "eval": ("loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\nif TAKEN:\n"
+             "    eval('loss.backward()')\n"),
+    # rev49a V2: torch's backward handed to map()
+    "map_backward": ("loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\nif TAKEN:\n"
+                     "    list(map(torch.Tensor.backward, [loss]))\n"),
+    # rev49a L1: the site in a loop that ran once (a benchmark's repeat count), and timeit's
+    "loop_once": ("loss = (w * 3).pow(2).sum()\nfor _ in range(2 if TAKEN else 1):\n"
+                  "    loss.backward(retain_graph=True)\n"),
+    "timeit_once": ("import timeit\n\nloss = (w * 3).pow(2).sum()\n"
+                    "timeit.timeit(lambda: loss.backward(retain_graph=True), "
+                    "number=2 if TAKEN else 1)\n"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(UNTAKEN_FORMS))
+def test_a_walk_on_a_path_not_taken_keeps_the_site_whatever_its_form(tmp_path, form):
+    """rev49a L1, L2, V1, V2: a second walk on a path this run did not take, in a form no
+    name showed (a parameter called again, a string, torch's backward as a value, another
+    iteration of the site's own loop): "not needed", proven, and the other path broke."""
+    source = ("import torch\n\nTAKEN = False\nw = torch.ones(3, requires_grad=True)\n"
+              + UNTAKEN_FORMS[form] + "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    taken = source.replace("TAKEN = False", "TAKEN = True")
+    broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
+    assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
+    assert site.ran_once_in_a_loop == form.endswith("_once"), report.format()
 
 
 STEP_REPLAYS = ("import torch\n\ncfg = {'replay': False}\nprev = [None]\n\n\n"
