@@ -603,12 +603,14 @@ def _in_a_loop(session: Session, record, runner: tuple, stop: tuple) -> bool:
     # (up to the test runner's frame that called the test: below it, the runner's loops over
     # the tests, pytest's, xdist's, unittest's, each of which runs a test once)
     for j, frame in enumerate(_up_to_runner(lines, stop)):
-        if not looked_at(frame[0]):
-            continue
-        if in_a_loop(*frame) or j and shape[2 * j - 2].co_name != "<module>" and not (
-                called_by_name(frame[0], shape[2 * j], shape[2 * j + 1],
-                               shape[2 * j - 2].co_name)):
+        if looked_at(frame[0]) and (in_a_loop(*frame) or j and (
+                shape[2 * j - 2].co_name != "<module>") and not called_by_name(
+                frame[0], shape[2 * j], shape[2 * j + 1], shape[2 * j - 2].co_name)):
             return True
+        if shape[2 * j].co_name == "<module>":
+            # (a module's code: what runs it again, an import, runpy, a launcher's loop over
+            # experiments, runs it whole, each time with graphs of its own)
+            break
     return False
 
 

@@ -612,7 +612,7 @@ def _graph_walkers(tree: ast.AST, extra: frozenset[str] = frozenset()) -> frozen
         names.update(arg for arg, default in defaults if mentions(default))
         for name, defs in bodies.items():
             if name not in names and any(
-                isinstance(n, ast.Call) and _walks_a_graph(n, names)
+                isinstance(n, ast.Call) and _walks_a_graph(n, names, strings=False)
                 for d in defs for n in ast.walk(d)
             ):
                 names.add(name)
@@ -620,7 +620,8 @@ def _graph_walkers(tree: ast.AST, extra: frozenset[str] = frozenset()) -> frozen
             return frozenset(names)
 
 
-def _walks_a_graph(call: ast.Call, names: frozenset[str] | set[str]) -> bool:
+def _walks_a_graph(call: ast.Call, names: frozenset[str] | set[str],
+                   strings: bool = True) -> bool:
     """A call that may start a backward pass: one of ``names`` (``_graph_walkers``), a
     wrapper named ``..._backward`` (``manual_backward``), or a method reached by ``getattr``
     whose name may be one of them or is not known (``getattr(loss, AUX)()``,
@@ -644,7 +645,9 @@ def _walks_a_graph(call: ast.Call, names: frozenset[str] | set[str]) -> bool:
                                     for t in texts)
     # code in a string (`eval("loss.backward()")`: rev49a V1): one that names a walk, or one
     # that cannot be read
-    if isinstance(func, ast.Name) and func.id in ("eval", "exec") and call.args:
+    # (where it stands only, not making its function a walker by name: a launcher's
+    # exec(program) made its `start()` one, and every thread's start() a walk)
+    if strings and isinstance(func, ast.Name) and func.id in ("eval", "exec") and call.args:
         text = call.args[0]
         return not isinstance(text, ast.Constant) or not isinstance(text.value, str) or any(
             word in text.value for word in ("backward", "autograd", "grad("))
