@@ -507,9 +507,15 @@ def _mark_untaken_calls(session: Session) -> None:
     runner = tuple(os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
         sys.modules.get, ("_pytest", "pluggy"))
         if isinstance(getattr(module, "__file__", None), str))
+    # (unittest's runner, not its mock.py: a step wrapped in Mock(wraps=step) and called in
+    # the program's loop, rev50b M1)
     stop = runner + session.runner_dirs + tuple(
         os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
-            sys.modules.get, ("xdist", "execnet", "unittest"))
+            sys.modules.get, ("xdist", "execnet"))
+        if isinstance(getattr(module, "__file__", None), str)) + tuple(
+        _realpath(module.__file__) for module in map(sys.modules.get, (
+            "unittest.case", "unittest.suite", "unittest.runner", "unittest.main",
+            "unittest.async_case", "unittest.loader"))
         if isinstance(getattr(module, "__file__", None), str))
     by_name: dict[str, set] = {}
     for name in own:
@@ -565,8 +571,9 @@ def _mark_untaken_calls(session: Session) -> None:
                 {f for f in others if _kind(f[0]) in (1, 2)}, every[0], extra, every[1],
                 every[2])]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
-        if record.executions == 1 and not found:
-            record.ran_once_in_a_loop = _in_a_loop(session, record, runner, stop)
+        if not found:
+            record.ran_once_in_a_loop = bool(getattr(record, "_loop_outer_graph", False)) or (
+                record.executions == 1 and _in_a_loop(session, record, runner, stop))
 
 
 def _up_to_runner(lines, stop: tuple):
@@ -580,33 +587,35 @@ def _up_to_runner(lines, stop: tuple):
 
 
 def _in_a_loop(session: Session, record, runner: tuple, stop: tuple) -> bool:
-    """Whether the site's first run was in a loop: its line in one of its function's, or a
-    call on the way to it in one of a caller's (the program's, an installed package's, code
-    compiled from a string, torch's), or made through code with no frame (``map()``,
-    ``timeit``'s loop): run once, it may run again with more iterations, on the graph it
-    kept (rev49a L1: ``for _ in range(args.iters): loss.backward(retain_graph=True)``, run
-    with one). Not the test runner's loops (pytest's, unittest's), which call each test once."""
+    """Whether the site's first run was in a loop: of the program's, an installed package's,
+    the standard library's (``sched.scheduler.run``, a thread pool's worker, a thread's
+    target), or of code compiled from a string (``timeit``'s): run once, it may run again
+    with more iterations, on the graph it kept, or on part of it (rev49a L1, rev50a M3,
+    rev50b M1, M4). (``_hooks._loops_over_a_graph`` sees a loop over a graph made before it
+    however often it ran.) Not the test runner's loops (pytest's, unittest's), which call
+    each test once; not what runs a module's code again (an import, runpy), which makes
+    graphs of its own."""
     from ._reads import _kind, _realpath, called_by_name, in_a_loop
 
     shape = getattr(record, "_first_shape", None)
     lines = session.walked.get(shape, ()) if shape is not None else ()
     here = os.path.dirname(_realpath(__file__)) + os.sep
     torch_dir = os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep
-
-    def looked_at(name: str) -> bool:
-        if name.startswith("<"):  # (code from a string; not a frozen module's, runpy's)
-            return not name.startswith(("<frozen", "<stdin>"))
-        real = _realpath(name)
-        return not real.startswith(here) and not real.startswith(runner or "\0") and (
-            _kind(name) in (1, 2) or real.startswith(torch_dir))
-
-    # (up to the test runner's frame that called the test: below it, the runner's loops over
-    # the tests, pytest's, xdist's, unittest's, each of which runs a test once)
     for j, frame in enumerate(_up_to_runner(lines, stop)):
-        if looked_at(frame[0]) and (in_a_loop(*frame) or j and (
-                shape[2 * j - 2].co_name != "<module>") and not called_by_name(
-                frame[0], shape[2 * j], shape[2 * j + 1], shape[2 * j - 2].co_name)):
+        name = frame[0]
+        if name.startswith("<"):  # (code from a string; not a frozen module's, runpy's)
+            if not name.startswith(("<frozen", "<stdin>")) and j and (
+                    shape[2 * j - 2].co_name != "<module>") and not called_by_name(
+                    name, shape[2 * j], shape[2 * j + 1], shape[2 * j - 2].co_name):
+                return True
+        elif _kind(name) in (1, 2) and in_a_loop(*frame):
+            # (the program's loop, or an installed package's: what it walks may have been
+            # made before the loop, in part, h of `(h * i).sum()`: rev50b M1)
             return True
+        elif _kind(name) == 0 and not _realpath(name).startswith((here, torch_dir)) and (
+                in_a_loop(*frame) or shape[2 * j].co_name == "run"
+                and os.path.basename(name) == "threading.py"):
+            return True  # (a thread's target: a loop may start one per iteration, rev50a M3)
         if shape[2 * j].co_name == "<module>":
             # (a module's code: what runs it again, an import, runpy, a launcher's loop over
             # experiments, runs it whole, each time with graphs of its own)

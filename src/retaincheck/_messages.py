@@ -537,10 +537,10 @@ EN.update({
     "whether the flag is the literal True here cannot be seen",
     "s_unread": "keep it; to check it, put the code in a file and run retaincheck on that",
     "k_unread": "kept: could not tell (the code of this line cannot be read)",
-    "why_once": ": no later backward() or grad() walked this graph, but this line ran only "
-    "once, in a loop: with more iterations it may walk this graph again",
+    "why_once": ": no later backward() or grad() walked this graph, but in a loop this line "
+    "walked each graph it kept once: with more iterations it may walk one again",
     "s_once": "keep it, or run the program so that the loop runs at least twice and check again",
-    "k_once": "kept: could not tell (it ran once, in a loop)",
+    "k_once": "kept: could not tell (in a loop, it walked each graph once)",
     "why_generated": ": no later backward() or grad() walked this graph, but this line's file "
     "was written while the program ran (code it generated), so its literal True may be "
     "written otherwise on another run",
@@ -601,10 +601,10 @@ ZH.update({
     "看不出这里的参数是不是字面量 True",
     "s_unread": "先留着；要检查它，请把代码存进文件，再用 retaincheck 运行",
     "k_unread": "不改：无法判断（读不到这一行的代码）",
-    "why_once": "。之后没有 backward() 或 grad() 遍历这张计算图，但这一行在循环里只执行了一次："
-    "多循环几次，它就可能再次遍历这张计算图",
+    "why_once": "。之后没有 backward() 或 grad() 遍历这张计算图，"
+    "但在循环里，这一行对留下的每张图只遍历了一次：多循环几次，它就可能再次遍历其中一张",
     "s_once": "先留着；或者让循环至少执行两次，再检查一次",
-    "k_once": "不改：无法判断（它在循环里只执行了一次）",
+    "k_once": "不改：无法判断（在循环里，它对每张图只遍历了一次）",
     "why_generated": "。之后没有 backward() 或 grad() 遍历这张计算图，"
     "但这一行所在的文件是程序运行时写出来的（生成的代码），"
     "换一次运行，这里的字面量 True 可能写成别的值",

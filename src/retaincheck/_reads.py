@@ -698,13 +698,71 @@ def in_a_loop(path: str, line: int, first: int | None) -> bool:
                 continue
             if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp,
                                  ast.DictComp, ast.GeneratorExp)):
-                known = node.lineno <= line <= (node.end_lineno or node.lineno)
+                # (not a loop whose body ends in a plain break: it runs once, a smoke
+                # test's `for x, y in loader: ...; break`, rev50b C1)
+                known = node.lineno <= line <= (node.end_lineno or node.lineno) and not (
+                    isinstance(node, _LOOPS) and isinstance(node.body[-1], ast.Break))
             todo.extend(ast.iter_child_nodes(node))
         _loops[key] = known
     return known
 
 
 _loops: dict[tuple, bool] = {}
+
+
+def loop_over_names(path: str, line: int, first: int | None, call_names) -> bool:
+    """Whether the innermost loop (``for``, ``while``) around ``line`` in the code that starts
+    at ``first`` (0: the module's own) leaves one of the names that ``call_names(call)`` gives,
+    for a call on ``line``, unassigned in its body: each iteration then walks the same value,
+    made before the loop (rev50a M1: `for size in sizes: loss = ...` / `for _ in
+    range(iters): loss.backward(retain_graph=True)`)."""
+    tree = _tree(path)
+    if tree is None:
+        return False
+    scope = tree if not first else next((
+        n for n in ast.walk(tree) if isinstance(n, _SCOPES) and first == min(
+            [n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])
+        and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+    if scope is None:
+        return False
+    loops, todo = [], list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, _LOOPS) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            loops.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    if not loops:
+        return False
+    loop = max(loops, key=lambda n: n.lineno)  # the innermost
+    stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, (ast.Store, ast.Del))}
+    names = set()
+    for call in ast.walk(loop):
+        if isinstance(call, ast.Call) and call.lineno <= line <= (call.end_lineno or call.lineno):
+            names.update(call_names(call))
+    return bool(names - stored)
+
+
+def graph_roots(call: ast.Call) -> set[str]:
+    """The names a retaining call walks the graph of: `loss` of `loss.backward(...)`, the
+    first argument's names of `torch.autograd.backward(loss)`, `grad([a, b], ...)`."""
+    func = call.func
+    if _is_site_call(call) and isinstance(func, ast.Attribute) and func.attr == "backward" and (
+            isinstance(func.value, ast.Name)):
+        return {func.value.id}
+    if _is_site_call(call) and _called_name(call) in ("backward", "grad") and call.args:
+        first = call.args[0]
+        parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first]
+        return {p.id for p in parts if isinstance(p, ast.Name)}
+    return set()
+
+
+def argument_names(call: ast.Call) -> set[str]:
+    """The names a call passes as its arguments."""
+    return {a.id for a in (*call.args, *(k.value for k in call.keywords))
+            if isinstance(a, ast.Name)}
 
 
 def called_by_name(path: str, code, lasti: int, callee: str) -> bool:

@@ -900,19 +900,17 @@ def _test_code(item) -> tuple[set[tuple[str, int]], set[str], set[str]]:
                 handed |= names
     return found, handed, set(files + plugins)
 def _runner_dirs(config) -> tuple[str, ...]:
-    """The folders of the installed pytest plugins' packages (pytest-markdown-docs, xdist):
-    the code that runs the tests, whose loops run each test once (_audit._in_a_loop)."""
+    """The files of the installed pytest plugins' modules (pytest-markdown-docs'): the code
+    that runs the tests, whose loops run each test once (_audit._in_a_loop)."""
     from ._reads import _kind, _realpath
 
     found = set()
     for plugin in config.pluginmanager.get_plugins():
         name = getattr(plugin, "__file__", None)
         if isinstance(name, str) and _kind(name) == 1:
-            top = str(getattr(plugin, "__name__", "")).split(".")[0]
-            package = _realpath(getattr(sys.modules.get(top), "__file__", None) or name)
-            # (a package's folder; a module of its own in site-packages, that file alone)
-            found.add(os.path.dirname(package) + os.sep
-                      if os.path.basename(package) == "__init__.py" else package)
+            # (the plugin's module alone: a library that ships a plugin beside its trainer's
+            # fit() loop is not a test runner, rev50b M2)
+            found.add(_realpath(name))
     return tuple(sorted(found))
 
 
