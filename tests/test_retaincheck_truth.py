@@ -1244,7 +1244,57 @@ UNTAKEN_FORMS = {
     "timeit_once": ("import timeit\n\nloss = (w * 3).pow(2).sum()\n"
                     "timeit.timeit(lambda: loss.backward(retain_graph=True), "
                     "number=2 if TAKEN else 1)\n"),
+    # rev50a M1: two sizes, each graph walked by the repeat loop (it ran twice in all)
+    "nested_sizes_once": ("for size in (1, 2):\n    loss = (w * size).pow(2).sum()\n"
+                          "    for _ in range(2 if TAKEN else 1):\n"
+                          "        loss.backward(retain_graph=True)\n"),
+    # rev50a M2: a warm-up on another graph, then the timed loop over the graph made before it
+    "warm_up_once": ("def bwd(loss):\n    loss.backward(retain_graph=True)\n\n\n"
+                     "bwd((w * 1).sum())\nloss = (w * 3).pow(2).sum()\n"
+                     "for _ in range(2 if TAKEN else 1):\n    bwd(loss)\n"),
+    # rev50b M4: a thread pool's worker loop
+    "thread_pool_once": ("from concurrent.futures import ThreadPoolExecutor\n\n"
+                         "loss = (w * 3).pow(2).sum()\n\n\ndef fit(i):\n"
+                         "    loss.backward(retain_graph=True)\n\n\n"
+                         "with ThreadPoolExecutor(1) as pool:\n"
+                         "    list(pool.map(fit, range(2 if TAKEN else 1)))\n"),
+    # rev50b M1: a spy around the step, a part of the graph made before the loop
+    "mock_wraps_once": ("from unittest import mock\n\nh = torch.tanh(w)\n\n\ndef step(i):\n"
+                        "    (h * (i + 1)).sum().backward(retain_graph=True)\n\n\n"
+                        "spy = mock.Mock(wraps=step)\nfor i in range(2 if TAKEN else 1):\n"
+                        "    spy(i)\n"),
 }
+
+
+ONCE_NO_LOOP = {
+    # rev50a C1: run once, through a decorator's wrapper or an optimizer's closure: no loop
+    "enable_grad": "@torch.enable_grad()\ndef step(loss):\n    loss.backward(retain_graph=True)"
+                   "\n\n\nstep((w * 3).pow(2).sum())\n",
+    "closure": "opt = torch.optim.SGD([w], lr=0.01)\n\n\ndef closure():\n    opt.zero_grad()\n"
+               "    loss = (w * 3).pow(2).sum()\n    loss.backward(retain_graph=True)\n"
+               "    return loss\n\n\nopt.step(closure)\n",
+    # rev50b C1: a smoke test's loop that ends in a plain break
+    "break": "for x in [torch.ones(3)] * 3:\n    (w * x).pow(2).sum().backward(retain_graph=True)\n"
+             "    break\n",
+    # a loop that makes its graph each iteration, run twice
+    "fresh_graphs": "for i in range(2):\n    (w * i).pow(2).sum().backward(retain_graph=True)\n",
+}
+
+
+@pytest.mark.parametrize("form", sorted(ONCE_NO_LOOP))
+def test_a_site_no_loop_runs_again_on_its_graph_is_not_needed(tmp_path, form):
+    """rev50a C1, rev50b C1 (cost): a site run once through a decorator's wrapper, an
+    optimizer's closure or a loop that ends in a break, and a loop that makes its graph each
+    iteration: nothing repeats it on a graph it kept; "not needed", as the truth says."""
+    source = ("import torch\n\nw = torch.ones(3, requires_grad=True)\n" + ONCE_NO_LOOP[form]
+              + "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    outcome, report = run_fixture(path, source, audited=True)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
+    assert same(without, outcome)  # the truth: the flag changes nothing
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()
 
 
 @pytest.mark.parametrize("form", sorted(UNTAKEN_FORMS))
