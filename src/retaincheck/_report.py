@@ -78,10 +78,10 @@ class CallRecord:
     did not run in this run (a branch not taken: ``if step % 50 == 0``): it may walk the graph
     on another path, so a site nothing else reused is ``"could not tell: kept"``."""
     ran_once_in_a_loop: bool = False
-    """It ran once, and in a loop (of its function, or of a caller on the way to it; or
-    called again through ``map()``): with more iterations (``--iters 2``) it may walk the
-    graph it kept before, so a site nothing else reused is ``"could not tell: kept"``. Run
-    twice, a loop shows whether each iteration makes a graph of its own."""
+    """It is in a loop that, with more iterations (``--iters 2``), may walk a graph it kept:
+    a loop over a graph made before it (however often it ran), or any loop on the way that
+    ran it once (it may have walked part of a graph made before the loop); a site nothing
+    else reused is then ``"could not tell: kept"``."""
     running_children: list[int] = field(default_factory=list)
     """The pids of child processes forked during the run (``os.fork``, multiprocessing's
     "fork") still running at its end: they hold a copy of the graph and may walk it, so a site
