@@ -1252,12 +1252,11 @@ UNTAKEN_FORMS = {
     "warm_up_once": ("def bwd(loss):\n    loss.backward(retain_graph=True)\n\n\n"
                      "bwd((w * 1).sum())\nloss = (w * 3).pow(2).sum()\n"
                      "for _ in range(2 if TAKEN else 1):\n    bwd(loss)\n"),
-    # rev50b M4: a thread pool's worker loop
-    "thread_pool_once": ("from concurrent.futures import ThreadPoolExecutor\n\n"
-                         "loss = (w * 3).pow(2).sum()\n\n\ndef fit(i):\n"
+    # rev50a M3, rev50b M4: a loop of the standard library's (sched's; a thread pool's worker)
+    "stdlib_loop_once": ("import sched\n\nloss = (w * 3).pow(2).sum()\n\n\ndef fit():\n"
                          "    loss.backward(retain_graph=True)\n\n\n"
-                         "with ThreadPoolExecutor(1) as pool:\n"
-                         "    list(pool.map(fit, range(2 if TAKEN else 1)))\n"),
+                         "s = sched.scheduler()\nfor _ in range(2 if TAKEN else 1):\n"
+                         "    s.enter(0, 1, fit)\ns.run()\n"),
     # rev50b M1: a spy around the step, a part of the graph made before the loop
     "mock_wraps_once": ("from unittest import mock\n\nh = torch.tanh(w)\n\n\ndef step(i):\n"
                         "    (h * (i + 1)).sum().backward(retain_graph=True)\n\n\n"
