@@ -1047,6 +1047,7 @@ def main(argv: list[str] | None = None) -> int:
             for record in report.calls:
                 record.__dict__.pop("_shapes", None)  # the audit's own (code objects)
                 record.__dict__.pop("_first_shape", None)
+                record.__dict__.pop("_graph_names", None)
             with open(outcome_file, "wb") as f:
                 pickle.dump((report, status, None if stopped is None else "stopped", printed,
                              given, None if mark is None else saved_stdout.getvalue()[mark:]),

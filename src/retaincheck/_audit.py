@@ -572,7 +572,7 @@ def _mark_untaken_calls(session: Session) -> None:
                 every[2])]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
         if not found:
-            record.ran_once_in_a_loop = bool(getattr(record, "_loop_outer_graph", False)) or (
+            record.ran_once_in_a_loop = _loops_over_a_graph(session, record) or (
                 record.executions == 1 and _in_a_loop(session, record, runner, stop))
 
 
@@ -586,12 +586,35 @@ def _up_to_runner(lines, stop: tuple):
         yield frame
 
 
+def _loops_over_a_graph(session: Session, record) -> bool:
+    """Whether a loop on the way to the site walks, each iteration, a graph made before it:
+    the site's own loop, where what it walks (`loss` of `loss.backward(...)`) is not assigned
+    in the loop's body (rev50a M1: sizes in an outer loop, a repeat count in the inner); a
+    caller's loop, where a call of it passes a tensor with a graph (``_hooks._graph_locals``)
+    by a name its body does not assign (rev50a M2: `for _ in range(iters): bwd(loss)`, after
+    a warm-up on another graph). Such a loop, run once per graph, walks one again with more
+    iterations. Frames of the program's files and installed packages', up to a module's
+    code (what runs it again makes graphs of its own)."""
+    from ._reads import _kind, argument_names, graph_roots, in_a_loop, loop_over_names
+
+    for shape, names in getattr(record, "_graph_names", {}).items():
+        for j, ((name, line, first), held) in enumerate(zip(
+                session.walked.get(shape, ()), names, strict=False)):
+            if name.startswith("<") or _kind(name) not in (1, 2) or not in_a_loop(
+                    name, line, first):
+                continue
+            if loop_over_names(name, line, first, graph_roots if j == 0 else (
+                    lambda call, held=held: argument_names(call) & held)):
+                return True
+    return False
+
+
 def _in_a_loop(session: Session, record, runner: tuple, stop: tuple) -> bool:
     """Whether the site's first run was in a loop: of the program's, an installed package's,
     the standard library's (``sched.scheduler.run``, a thread pool's worker, a thread's
     target), or of code compiled from a string (``timeit``'s): run once, it may run again
     with more iterations, on the graph it kept, or on part of it (rev49a L1, rev50a M3,
-    rev50b M1, M4). (``_hooks._loops_over_a_graph`` sees a loop over a graph made before it
+    rev50b M1, M4). (``_loops_over_a_graph`` sees a loop over a graph made before it
     however often it ran.) Not the test runner's loops (pytest's, unittest's), which call
     each test once; not what runs a module's code again (an import, runpy), which makes
     graphs of its own."""

@@ -865,8 +865,11 @@ class Session:
         if retaining and shape not in record._shapes:
             record._shapes.add(shape)
             record._frames.update(lines)  # each function on the way to it: _untaken
-            if not getattr(record, "_loop_outer_graph", False):
-                record._loop_outer_graph = _loops_over_a_graph(frame, self.base, lines)
+            # (the names of tensors with a graph in each frame's locals, for
+            # _audit._loops_over_a_graph: no file is read here, where a loader's get_source
+            # may start a backward pass, rev42a F2)
+            record.__dict__.setdefault("_graph_names", {})[shape] = _graph_locals(
+                frame, self.base, len(lines))
         index = 0
         retain = arguments.get("retain_graph")
         create = bool(arguments.get("create_graph"))
@@ -1461,36 +1464,22 @@ def _unittest_code(frame) -> tuple[set, set, set, set] | None:
     return mine, others, names, files
 
 
-def _loops_over_a_graph(frame, base, lines) -> bool:
-    """Whether a loop on the way to a retaining call walks, each iteration, a graph made
-    before it: the call's own loop, where what it walks (`loss` of `loss.backward(...)`) is
-    not assigned in the loop's body (rev50a M1: sizes in an outer loop, a repeat count in the
-    inner); a caller's loop, where a call of it passes a tensor with a graph (`grad_fn`) by a
-    name its body does not assign (rev50a M2: `for _ in range(iters): bwd(loss)`, after a
-    warm-up on another graph). Such a loop, run once per graph, walks one again with more
-    iterations. Frames of the program's files and installed packages', up to a module's
-    code (what runs it again makes graphs of its own)."""
-    from ._reads import _kind, argument_names, graph_roots, in_a_loop, loop_over_names
-
+def _graph_locals(frame, base, count: int) -> list[frozenset]:
+    """For each frame on the way (innermost first, up to a module's code), the names of its
+    locals that hold a tensor with a graph (``grad_fn``): what a caller's loop may pass to
+    each iteration (``_audit._loops_over_a_graph``)."""
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
-    f, j = frame, 0
-    while f is not None and j < len(lines):
-        name, line, first = lines[j]
-        if not name.startswith("<") and _kind(name) in (1, 2) and in_a_loop(name, line, first):
-            if j == 0:
-                roots = graph_roots
-            else:
-                values = f.f_locals
-
-                def roots(call, values=values):
-                    return {n for n in argument_names(call) if isinstance(
-                        values.get(n), tensor) and values[n].grad_fn is not None}
-            if loop_over_names(name, line, first, roots):
-                return True
+    found, f = [], frame
+    while f is not None and len(found) < count:
+        if not found:
+            found.append(frozenset())  # (the site's own frame: its roots are read from text)
+        else:
+            found.append(frozenset(n for n, v in list(f.f_locals.items()) if isinstance(
+                v, tensor) and v.grad_fn is not None))
         if f.f_code.co_name == "<module>" or f is base:
             break
-        f, j = f.f_back, j + 1
-    return False
+        f = f.f_back
+    return found
 
 
 def _closure_functions(frame) -> list:
