@@ -433,6 +433,35 @@ def test_an_installed_plugins_hook_that_walks_through_an_installed_check_is_sear
     assert run(pytester, "-p", "plugin_g1").ret == 1
 
 
+def test_a_loop_in_a_function_an_installed_plugin_hands_the_test_is_the_programs(pytester,
+                                                                                monkeypatch):
+    """rev51b P1: an installed pytest plugin's fixture hands the test a runner that loops over
+    the step (`--steps`, 1 by default); the plugin's file was taken for the test runner whole,
+    its loop never seen: "not needed", proven, and two steps broke. Only its hooks and test
+    items' methods run the tests."""
+    from retaincheck import _reads
+
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.syspath_prepend(pytester.path)
+    (pytester.path / "plugin_s1.py").write_text(
+        "import os\n\nimport pytest\n\n\n@pytest.fixture\ndef run_steps():\n"
+        "    def run(step):\n        for _ in range(int(os.environ.get('STEPS', '1'))):\n"
+        "            step()\n    return run\n")
+    monkeypatch.setitem(_reads._kinds, str(pytester.path / "plugin_s1.py"), 1)
+    test = ("import torch\n\n\ndef test_steps(run_steps):\n"
+            "    w = torch.ones(3, requires_grad=True)\n    h = torch.tanh(w)\n"
+            "    run_steps(lambda: (h * 2).sum().backward(retain_graph=True))\n")
+    pytester.makepyfile(test_s1=test)
+    result = run(pytester, "-p", "plugin_s1", "--retaincheck-fail")
+    assert result.ret == 0, result.outlines
+    assert section(result)[1] == ("kept, not listed: test_s1.py:7: could not tell (in a loop, "
+                                  "it walked each graph once)"), section(result)
+    monkeypatch.setenv("STEPS", "2")  # the truth: two steps need the flag
+    run(pytester, "-p", "plugin_s1").assert_outcomes(passed=1)
+    pytester.makepyfile(test_s1=test.replace("retain_graph=True", ""))
+    assert run(pytester, "-p", "plugin_s1").ret == 1
+
+
 def test_a_function_a_fixture_hands_on_counts_only_for_the_tests_that_use_it(pytester,
                                                                              monkeypatch):
     """rev48b C2: a conftest fixture returns functools.partial(train_step, ...); the helper was

@@ -1257,6 +1257,10 @@ UNTAKEN_FORMS = {
                          "    loss.backward(retain_graph=True)\n\n\n"
                          "s = sched.scheduler()\nfor _ in range(2 if TAKEN else 1):\n"
                          "    s.enter(0, 1, fit)\ns.run()\n"),
+    # rev51b R1: a retry loop that ends in a break, with a continue that runs it again
+    "retry_once": ("h = torch.tanh(w)\nfor attempt in range(3):\n"
+                   "    (h * 2).sum().backward(retain_graph=True)\n"
+                   "    if TAKEN and attempt == 0:\n        continue\n    break\n"),
     # rev50b M1: a spy around the step, a part of the graph made before the loop
     "mock_wraps_once": ("from unittest import mock\n\nh = torch.tanh(w)\n\n\ndef step(i):\n"
                         "    (h * (i + 1)).sum().backward(retain_graph=True)\n\n\n"

@@ -509,7 +509,7 @@ def _mark_untaken_calls(session: Session) -> None:
         if isinstance(getattr(module, "__file__", None), str))
     # (unittest's runner, not its mock.py: a step wrapped in Mock(wraps=step) and called in
     # the program's loop, rev50b M1)
-    stop = runner + session.runner_dirs + tuple(
+    stop = runner + tuple(
         os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
             sys.modules.get, ("xdist", "execnet"))
         if isinstance(getattr(module, "__file__", None), str)) + tuple(
@@ -517,6 +517,9 @@ def _mark_untaken_calls(session: Session) -> None:
             "unittest.case", "unittest.suite", "unittest.runner", "unittest.main",
             "unittest.async_case", "unittest.loader"))
         if isinstance(getattr(module, "__file__", None), str))
+    # (and an installed pytest plugin's hooks and test items' methods: not the functions it
+    # hands the tests, a fixture's step loop, rev51b P1)
+    stop = (stop, frozenset(session.runner_dirs))
     by_name: dict[str, set] = {}
     for name in own:
         for function, where in defined_functions(name):
@@ -577,12 +580,23 @@ def _mark_untaken_calls(session: Session) -> None:
 
 
 def _up_to_runner(lines, stop: tuple):
-    """The frames of a stack shape (innermost first) up to the test runner's first one."""
-    from ._reads import _realpath
+    """The frames of a stack shape (innermost first) up to the test runner's first one.
+    ``stop``: (the runner's folders and files, the files of installed pytest plugins, whose
+    hooks, ``pytest_*``, and test items' methods run the tests)."""
+    from ._reads import _realpath, defined_functions
 
+    prefixes, plugins = stop if len(stop) == 2 and isinstance(stop[1], frozenset) else (
+        stop, frozenset())
     for frame in lines:
-        if stop and not frame[0].startswith("<") and _realpath(frame[0]).startswith(stop):
-            return
+        if not frame[0].startswith("<"):
+            real = _realpath(frame[0])
+            if prefixes and real.startswith(prefixes):
+                return
+            if real in plugins and any(
+                    where == (frame[0], frame[2]) and (name.startswith("pytest_") or name in (
+                        "runtest", "setup", "teardown", "collect"))
+                    for name, where in defined_functions(frame[0])):
+                return
         yield frame
 
 

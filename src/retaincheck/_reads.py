@@ -700,8 +700,10 @@ def in_a_loop(path: str, line: int, first: int | None) -> bool:
                                  ast.DictComp, ast.GeneratorExp)):
                 # (not a loop whose body ends in a plain break: it runs once, a smoke
                 # test's `for x, y in loader: ...; break`, rev50b C1)
+                # (with no `continue` in it: a retry loop runs again, rev51b R1)
                 known = node.lineno <= line <= (node.end_lineno or node.lineno) and not (
-                    isinstance(node, _LOOPS) and isinstance(node.body[-1], ast.Break))
+                    isinstance(node, _LOOPS) and isinstance(node.body[-1], ast.Break)
+                    and not any(isinstance(n, ast.Continue) for n in ast.walk(node)))
             todo.extend(ast.iter_child_nodes(node))
         _loops[key] = known
     return known
