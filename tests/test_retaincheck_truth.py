@@ -1248,6 +1248,15 @@ UNTAKEN_FORMS = {
     "nested_sizes_once": ("for size in (1, 2):\n    loss = (w * size).pow(2).sum()\n"
                           "    for _ in range(2 if TAKEN else 1):\n"
                           "        loss.backward(retain_graph=True)\n"),
+    # rev51a K1: features made once per epoch, a fresh loss on them in each inner step
+    "epoch_features_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
+                            "    for _ in range(2 if TAKEN else 1):\n"
+                            "        loss = (feats * 2).sum()\n"
+                            "        loss.backward(retain_graph=True)\n"),
+    # rev51a K2: the loop's own target walks the graph made before the loop
+    "loop_target_once": ("for epoch in range(2):\n    shared = (w * (epoch + 1)).pow(2).sum()\n"
+                         "    for loss in [shared] * (2 if TAKEN else 1):\n"
+                         "        loss.backward(retain_graph=True)\n"),
     # rev50a M2: a warm-up on another graph, then the timed loop over the graph made before it
     "warm_up_once": ("def bwd(loss):\n    loss.backward(retain_graph=True)\n\n\n"
                      "bwd((w * 1).sum())\nloss = (w * 3).pow(2).sum()\n"

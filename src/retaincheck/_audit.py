@@ -609,7 +609,7 @@ def _loops_over_a_graph(session: Session, record) -> bool:
     a warm-up on another graph). Such a loop, run once per graph, walks one again with more
     iterations. Frames of the program's files and installed packages', up to a module's
     code (what runs it again makes graphs of its own)."""
-    from ._reads import _kind, argument_names, graph_roots, in_a_loop, loop_over_names
+    from ._reads import _kind, graph_roots, in_a_loop, loop_over_names
 
     for shape, names in getattr(record, "_graph_names", {}).items():
         for j, ((name, line, first), held) in enumerate(zip(
@@ -617,8 +617,7 @@ def _loops_over_a_graph(session: Session, record) -> bool:
             if name.startswith("<") or _kind(name) not in (1, 2) or not in_a_loop(
                     name, line, first):
                 continue
-            if loop_over_names(name, line, first, graph_roots if j == 0 else (
-                    lambda call, held=held: argument_names(call) & held)):
+            if loop_over_names(name, line, first, graph_roots if j == 0 else None, held):
                 return True
     return False
 

@@ -1466,16 +1466,32 @@ def _unittest_code(frame) -> tuple[set, set, set, set] | None:
 
 def _graph_locals(frame, base, count: int) -> list[frozenset]:
     """For each frame on the way (innermost first, up to a module's code), the names of its
-    locals that hold a tensor with a graph (``grad_fn``): what a caller's loop may pass to
-    each iteration (``_audit._loops_over_a_graph``)."""
+    locals that hold a tensor with a graph (``grad_fn``), themselves or in a dict, a list or
+    a tuple: what a loop may walk again each iteration
+    (``_audit._loops_over_a_graph``)."""
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
+
+    def graph(value) -> bool:
+        return isinstance(value, tensor) and value.grad_fn is not None
+
+    def holds(value) -> bool:  # (itself, or shallowly: a batch dict, a tuple; not an
+        # object's attributes: a loss module's self.loss, set anew each iteration, is not
+        # assigned by the loop's text, and looked made before it: style_transfer.py)
+        if graph(value):
+            return True
+        if isinstance(value, dict):
+            return any(graph(v) for v in list(value.values())[:64])
+        return isinstance(value, (list, tuple)) and any(graph(v) for v in value[:64])
+
     found, f = [], frame
     while f is not None and len(found) < count:
-        if not found:
-            found.append(frozenset())  # (the site's own frame: its roots are read from text)
-        else:
-            found.append(frozenset(n for n, v in list(f.f_locals.items()) if isinstance(
-                v, tensor) and v.grad_fn is not None))
+        # (not the site's own frame: reading a running function's locals makes Python keep a
+        # copy of them on the frame, which keeps the last iteration's graph alive: the peak
+        # the audit measures grew, test_peak_bytes_count_only_retained_graphs_still_alive)
+        # (a module's code reads its namespace itself, no copy: rev51a K1, features made
+        # once per epoch at a script's top level and an inner loop's steps on them)
+        found.append(frozenset(n for n, v in list(f.f_locals.items()) if holds(v))
+                     if found or not f.f_code.co_flags & 0x1 else frozenset())
         if f.f_code.co_name == "<module>" or f is base:
             break
         f = f.f_back

@@ -712,12 +712,15 @@ def in_a_loop(path: str, line: int, first: int | None) -> bool:
 _loops: dict[tuple, bool] = {}
 
 
-def loop_over_names(path: str, line: int, first: int | None, call_names) -> bool:
+def loop_over_names(path: str, line: int, first: int | None, roots=None,
+                    held: frozenset = frozenset()) -> bool:
     """Whether the innermost loop (``for``, ``while``) around ``line`` in the code that starts
-    at ``first`` (0: the module's own) leaves one of the names that ``call_names(call)`` gives,
-    for a call on ``line``, unassigned in its body: each iteration then walks the same value,
-    made before the loop (rev50a M1: `for size in sizes: loss = ...` / `for _ in
-    range(iters): loss.backward(retain_graph=True)`)."""
+    at ``first`` (0: the module's own) walks, each iteration, a value made before it: a name
+    ``roots(call)`` gives for a call on ``line`` (what it walks), or one of ``held`` (names
+    holding a graph at run time) that the loop's body uses, which its body does not assign
+    (rev50a M1: `for size in sizes: loss = ...` / `for _ in range(iters):
+    loss.backward(retain_graph=True)`; rev51a K1: features made once per epoch, inner steps on
+    them). The loop's own target is no name its body makes (`for loss in [shared] * n`, K2)."""
     tree = _tree(path)
     if tree is None:
         return False
@@ -738,12 +741,16 @@ def loop_over_names(path: str, line: int, first: int | None, call_names) -> bool
     if not loops:
         return False
     loop = max(loops, key=lambda n: n.lineno)  # the innermost
-    stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+    target = {id(n) for n in ast.walk(loop.target)} if isinstance(loop, ast.For) else set()
+    stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and id(n) not in target
               and isinstance(n.ctx, (ast.Store, ast.Del))}
-    names = set()
-    for call in ast.walk(loop):
-        if isinstance(call, ast.Call) and call.lineno <= line <= (call.end_lineno or call.lineno):
-            names.update(call_names(call))
+    names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Load) and n.id in held}
+    if roots is not None:
+        for call in ast.walk(loop):
+            if isinstance(call, ast.Call) and call.lineno <= line <= (
+                    call.end_lineno or call.lineno):
+                names.update(roots(call))
     return bool(names - stored)
 
 
