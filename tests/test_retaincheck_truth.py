@@ -588,14 +588,8 @@ def test_of_two_generator_calls_of_one_name_in_a_loops_head_neither_counts_as_ru
               "probes = replay([(w * 2).sum()])\n"
               "loss = (w * 3).pow(2).sum()\nloss.backward(retain_graph=True)\n"
               f"{head}result = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    _, report = run_fixture(path, source, audited=True)
-    taken = source.replace("current = False", "current = True")
-    broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
-    assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
-    (site,) = report.calls
-    assert site.verdict == COULD_NOT_TELL, report.format()
+    _kept_for_a_path_not_taken(tmp_path / "train.py", source,
+                               source.replace("current = False", "current = True"))
 
 
 @pytest.mark.parametrize("consumed", ["[loss for loss in fit(w)]", "list(fit(w))",
@@ -811,6 +805,24 @@ def _imported(monkeypatch, folder: Path, name: str):
         top = name.split(".")[0]
         for key in [k for k in sys.modules if k == top or k.startswith(top + ".")]:
             del sys.modules[key]
+
+
+def _kept_for_a_path_not_taken(path: Path, source: str, taken: str, modules=()):
+    """Write ``source`` and audit it; the truth: ``taken`` (the same program on the path the
+    audited run did not take) runs with the flag and raises without it. Its one site must be
+    "could not tell: kept"; the site and the report. ``modules``: imported by the program,
+    gone from sys.modules after (no later test's audit searches them)."""
+    path.write_text(source)
+    try:
+        _, report = run_fixture(path, source, audited=True)
+        broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
+        assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
+    finally:
+        for name in modules:
+            sys.modules.pop(name, None)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
+    return site, report
 
 
 def _kept_though_it_matters(path: Path, source: str):
@@ -1097,17 +1109,9 @@ def test_a_helper_of_an_installed_package_that_ran_after_the_site_is_searched(tm
     source = ("import torch\nfrom loglib_f3 import log_grads\n\naux = 0.0\n"
               "w = torch.ones(3, requires_grad=True)\nloss = (w * 3).pow(2).sum()\n"
               "loss.backward(retain_graph=True)\nresult = [log_grads(w, loss, aux)]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    try:
-        _, report = run_fixture(path, source, audited=True)
-        taken = source.replace("aux = 0.0", "aux = 1.0")
-        broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
-        assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
-    finally:
-        sys.modules.pop("loglib_f3", None)
-    (site,) = report.calls
-    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+    site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source, source.replace(
+        "aux = 0.0", "aux = 1.0"), modules=("loglib_f3",))
+    assert site.unseen_calls, report.format()
 
 
 _PENALTY = ("def penalty(loss, params, weight=0.0):\n    if not weight:\n"
@@ -1177,18 +1181,10 @@ def test_an_installed_helper_that_started_no_pass_is_searched_by_its_name(tmp_pa
               "for step in range(2):\n    loss = (w * 3).pow(2).sum()\n"
               f"    loss.backward(retain_graph=True)\n    {call}(loss, [w], weight)\n"
               "result = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    try:
-        _, report = run_fixture(path, source, audited=True)
-        taken = source.replace("weight = 0.0", "weight = 0.1")
-        broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
-        assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
-    finally:
-        for name in ("gradtools_n3", "gradtools_n3._impl"):
-            sys.modules.pop(name, None)
-    (site,) = report.calls
-    assert site.verdict == COULD_NOT_TELL and site.unseen_calls, report.format()
+    site, report = _kept_for_a_path_not_taken(
+        tmp_path / "train.py", source, source.replace("weight = 0.0", "weight = 0.1"),
+        modules=("gradtools_n3", "gradtools_n3._impl"))
+    assert site.unseen_calls, report.format()
 
 
 @pytest.mark.parametrize("imported", ["import trainutils_k1", "from trainutils_k1 import train"])
@@ -1316,14 +1312,8 @@ def test_a_walk_on_a_path_not_taken_keeps_the_site_whatever_its_form(tmp_path, f
     iteration of the site's own loop): "not needed", proven, and the other path broke."""
     source = ("import torch\n\nTAKEN = False\nw = torch.ones(3, requires_grad=True)\n"
               + UNTAKEN_FORMS[form] + "result = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    _, report = run_fixture(path, source, audited=True)
-    taken = source.replace("TAKEN = False", "TAKEN = True")
-    broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
-    assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
-    (site,) = report.calls
-    assert site.verdict == COULD_NOT_TELL, report.format()
+    site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
+                                              source.replace("TAKEN = False", "TAKEN = True"))
     assert site.ran_once_in_a_loop == form.endswith("_once"), report.format()
 
 
