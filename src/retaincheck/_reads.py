@@ -685,10 +685,7 @@ def in_a_loop(path: str, line: int, first: int | None) -> bool:
     key = (id(tree), line, first)
     known = _loops.get(key)
     if known is None:
-        scope = None if tree is None else tree if not first else next((
-            n for n in ast.walk(tree) if isinstance(n, _SCOPES) and first == min(
-                [n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])
-            and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        scope = None if tree is None else _code_at(tree, line, first)
         known = False
         todo = list(ast.iter_child_nodes(scope)) if scope is not None else []
         while todo and not known:
@@ -712,6 +709,15 @@ def in_a_loop(path: str, line: int, first: int | None) -> bool:
 _loops: dict[tuple, bool] = {}
 
 
+def _code_at(tree, line: int, first: int | None):
+    """The code of ``tree`` that starts at ``first`` (its first decorator's line, or its own)
+    and holds ``line``: a function, lambda or class body; the module for 0; None if none."""
+    return tree if not first else next((
+        n for n in ast.walk(tree) if isinstance(n, _SCOPES) and first == min(
+            [n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])
+        and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+
+
 def loop_over_names(path: str, line: int, first: int | None, roots=None,
                     held: frozenset = frozenset()) -> bool:
     """Whether the innermost loop (``for``, ``while``) around ``line`` in the code that starts
@@ -722,12 +728,7 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
     loss.backward(retain_graph=True)`; rev51a K1: features made once per epoch, inner steps on
     them). The loop's own target is no name its body makes (`for loss in [shared] * n`, K2)."""
     tree = _tree(path)
-    if tree is None:
-        return False
-    scope = tree if not first else next((
-        n for n in ast.walk(tree) if isinstance(n, _SCOPES) and first == min(
-            [n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))])
-        and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+    scope = None if tree is None else _code_at(tree, line, first)
     if scope is None:
         return False
     loops, todo = [], list(ast.iter_child_nodes(scope))
@@ -766,12 +767,6 @@ def graph_roots(call: ast.Call) -> set[str]:
         parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first]
         return {p.id for p in parts if isinstance(p, ast.Name)}
     return set()
-
-
-def argument_names(call: ast.Call) -> set[str]:
-    """The names a call passes as its arguments."""
-    return {a.id for a in (*call.args, *(k.value for k in call.keywords))
-            if isinstance(a, ast.Name)}
 
 
 def called_by_name(path: str, code, lasti: int, callee: str) -> bool:
