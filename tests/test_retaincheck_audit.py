@@ -499,6 +499,23 @@ def test_peak_bytes_count_only_retained_graphs_still_alive():
     assert "4000 bytes" not in report.format() and "3.9 KiB at most at once" in report.format()
 
 
+def test_a_functions_locals_the_program_kept_stay_whole():
+    """The audit reads the locals of the functions on the way (a loop over a graph made
+    before it) and empties the copy Python keeps of them, which would keep the last graph
+    alive (above); a copy the program itself holds, `saved = locals()`, stays whole."""
+    x = torch.randn(3, requires_grad=True)
+
+    def step():
+        loss = x.exp().sum()
+        saved = locals()
+        loss.backward(retain_graph=True)
+        return saved
+
+    with retaincheck.audit() as report:
+        saved = step()
+    assert report.calls and "loss" in saved and saved["loss"].grad_fn is not None
+
+
 def test_a_storage_two_sites_keep_counts_in_each_site_and_once_in_the_total():
     x = torch.randn(1000, requires_grad=True)
     with retaincheck.audit() as report:

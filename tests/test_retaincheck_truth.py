@@ -1249,6 +1249,23 @@ UNTAKEN_FORMS = {
                             "    for _ in range(2 if TAKEN else 1):\n"
                             "        loss = (feats * 2).sum()\n"
                             "        loss.backward(retain_graph=True)\n"),
+    # the same in a function's own loop (its locals are read, then let go)
+    "main_features_once": ("def main():\n    for epoch in range(2):\n"
+                           "        feats = torch.tanh(w * (epoch + 1))\n"
+                           "        for _ in range(2 if TAKEN else 1):\n"
+                           "            loss = (feats * 2).sum()\n"
+                           "            loss.backward(retain_graph=True)\n\n\nmain()\n"),
+    # rev51a K1 lself: a Trainer's features per epoch, a method's steps on them
+    "trainer_features_once": ("class Trainer:\n    def step(self):\n"
+                              "        (self.feats * 2).sum().backward(retain_graph=True)\n\n"
+                              "    def fit(self):\n        for epoch in range(2):\n"
+                              "            self.feats = torch.tanh(w * (epoch + 1))\n"
+                              "            for _ in range(2 if TAKEN else 1):\n"
+                              "                self.step()\n\n\nTrainer().fit()\n"),
+    # rev51a K1 lcomp: the inner steps in a comprehension
+    "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
+                           "    [(feats * 2).sum().backward(retain_graph=True)\n"
+                           "     for _ in range(2 if TAKEN else 1)]\n"),
     # rev51a K2: the loop's own target walks the graph made before the loop
     "loop_target_once": ("for epoch in range(2):\n    shared = (w * (epoch + 1)).pow(2).sum()\n"
                          "    for loss in [shared] * (2 if TAKEN else 1):\n"
@@ -1286,6 +1303,17 @@ ONCE_NO_LOOP = {
              "    break\n",
     # a loop that makes its graph each iteration, run twice
     "fresh_graphs": "for i in range(2):\n    (w * i).pow(2).sum().backward(retain_graph=True)\n",
+    # the same in a function, and a model whose forward, called in the loop, sets the
+    # attributes the step walks (a CycleGAN-style model.optimize(x))
+    "fresh_graphs_in_a_function": ("def main():\n    for i in range(2):\n"
+                                   "        feats = torch.tanh(w * i)\n"
+                                   "        (feats * 2).sum().backward(retain_graph=True)\n\n\n"
+                                   "main()\n"),
+    "model_attributes": ("class Model:\n    def forward(self, x):\n"
+                         "        self.fake = torch.tanh(w * x)\n\n"
+                         "    def optimize(self, x):\n        self.forward(x)\n"
+                         "        (self.fake * 2).sum().backward(retain_graph=True)\n\n\n"
+                         "model = Model()\nfor i in range(2):\n    model.optimize(i + 1.0)\n"),
 }
 
 

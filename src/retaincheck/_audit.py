@@ -612,13 +612,16 @@ def _loops_over_a_graph(session: Session, record) -> bool:
     from ._reads import _kind, graph_roots, in_a_loop, loop_over_names
 
     for shape, names in getattr(record, "_graph_names", {}).items():
+        roots = graph_roots  # (the site's line: in its frame, or in the code around the
+        # comprehension it is in, which Python before 3.12 runs as a function of its own)
         for j, ((name, line, first), held) in enumerate(zip(
                 session.walked.get(shape, ()), names, strict=False)):
-            if name.startswith("<") or _kind(name) not in (1, 2) or not in_a_loop(
-                    name, line, first):
-                continue
-            if loop_over_names(name, line, first, graph_roots if j == 0 else None, held):
+            if not name.startswith("<") and _kind(name) in (1, 2) and in_a_loop(
+                    name, line, first) and loop_over_names(name, line, first, roots, held):
                 return True
+            if shape[2 * j].co_name not in ("<listcomp>", "<setcomp>", "<dictcomp>",
+                                            "<genexpr>"):
+                roots = None
     return False
 
 

@@ -1467,31 +1467,60 @@ def _unittest_code(frame) -> tuple[set, set, set, set] | None:
 def _graph_locals(frame, base, count: int) -> list[frozenset]:
     """For each frame on the way (innermost first, up to a module's code), the names of its
     locals that hold a tensor with a graph (``grad_fn``), themselves or in a dict, a list or
-    a tuple: what a loop may walk again each iteration
+    a tuple, and ``name.attr`` for an object's attribute that holds one (a Trainer's
+    ``self.feats``): what a loop may walk again each iteration
     (``_audit._loops_over_a_graph``)."""
+    import types
+
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
+    plain = (tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+             types.MethodType, dict, list, tuple, str, bytes, int, float)
 
     def graph(value) -> bool:
         return isinstance(value, tensor) and value.grad_fn is not None
 
-    def holds(value) -> bool:  # (itself, or shallowly: a batch dict, a tuple; not an
-        # object's attributes: a loss module's self.loss, set anew each iteration, is not
-        # assigned by the loop's text, and looked made before it: style_transfer.py)
+    def holds(value) -> bool:  # (itself, or shallowly: a batch dict, a tuple)
         if graph(value):
             return True
         if isinstance(value, dict):
             return any(graph(v) for v in list(value.values())[:64])
         return isinstance(value, (list, tuple)) and any(graph(v) for v in value[:64])
 
+    def attributes(name: str, value) -> list[str]:
+        # (an object's own attributes, read without its class's code: no __getattr__ runs
+        # here, which might start a backward pass; _reads.loop_over_names counts one only
+        # where the loop's function assigns it outside the loop, rev51a K1 lself: a loss
+        # module's self.loss set by its forward in the loop is not made before it)
+        if isinstance(value, plain):
+            return []
+        try:
+            own = object.__getattribute__(value, "__dict__")
+            if type(own) is not dict:
+                return []
+            return [f"{name}.{a}" for a, v in list(own.items())[:64] if graph(v)]
+        except Exception:
+            return []
+
     found, f = [], frame
     while f is not None and len(found) < count:
-        # (not the site's own frame: reading a running function's locals makes Python keep a
-        # copy of them on the frame, which keeps the last iteration's graph alive: the peak
-        # the audit measures grew, test_peak_bytes_count_only_retained_graphs_still_alive)
-        # (a module's code reads its namespace itself, no copy: rev51a K1, features made
-        # once per epoch at a script's top level and an inner loop's steps on them)
-        found.append(frozenset(n for n, v in list(f.f_locals.items()) if holds(v))
-                     if found or not f.f_code.co_flags & 0x1 else frozenset())
+        values, items = f.f_locals, []
+        try:
+            items = list(values.items())
+        finally:
+            # A function's locals are a copy that Python keeps on its frame until it ends or
+            # they are read again: it would keep the last iteration's graph alive (the peak
+            # the audit measures grew, test_peak_bytes_count_only_retained_graphs_still_alive).
+            # Emptied where nothing else holds it (the frame, `values` and getrefcount's
+            # argument: 3; a `locals()` the program kept, a debugger's, is left as it is).
+            # Python 3.13 on gives a view, not a copy; a module's are its namespace.
+            if (f.f_code.co_flags & 0x1 and type(values) is dict
+                    and sys.getrefcount(values) == 3):
+                values.clear()
+            del values
+        names = {n for n, v in items if holds(v)}
+        names.update(a for n, v in items for a in attributes(n, v))
+        del items
+        found.append(frozenset(names))
         if f.f_code.co_name == "<module>" or f is base:
             break
         f = f.f_back

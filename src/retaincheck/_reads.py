@@ -551,6 +551,7 @@ def _tree(path: str, compiled: bool = True) -> ast.AST | None:
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _MADE = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Dict, ast.Constant)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _called_name(call: ast.Call) -> str:
@@ -720,13 +721,17 @@ def _code_at(tree, line: int, first: int | None):
 
 def loop_over_names(path: str, line: int, first: int | None, roots=None,
                     held: frozenset = frozenset()) -> bool:
-    """Whether the innermost loop (``for``, ``while``) around ``line`` in the code that starts
-    at ``first`` (0: the module's own) walks, each iteration, a value made before it: a name
-    ``roots(call)`` gives for a call on ``line`` (what it walks), or one of ``held`` (names
-    holding a graph at run time) that the loop's body uses, which its body does not assign
+    """Whether the innermost loop (``for``, ``while``, a comprehension) around ``line`` in the
+    code that starts at ``first`` (0: the module's own) walks, each iteration, a value made
+    before it: a name ``roots(call)`` gives for a call on ``line`` (what it walks), or one of
+    ``held`` (names holding a graph at run time) that the loop uses, which it does not assign
     (rev50a M1: `for size in sizes: loss = ...` / `for _ in range(iters):
     loss.backward(retain_graph=True)`; rev51a K1: features made once per epoch, inner steps on
-    them). The loop's own target is no name its body makes (`for loss in [shared] * n`, K2)."""
+    them). The loop's own target is no name its body makes (`for loss in [shared] * n`, K2).
+    ``held``'s ``name.attr`` (an object's attribute holding a graph) counts where the loop
+    uses ``name`` and assigns neither, and the code around it assigns ``name.attr`` outside
+    it (rev51a K1 lself: `self.feats = ...` per epoch, `for _ in ...: self.step()`); set
+    elsewhere (a module's forward that the loop calls), it may be made anew each iteration."""
     tree = _tree(path)
     scope = None if tree is None else _code_at(tree, line, first)
     if scope is None:
@@ -736,23 +741,49 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
-        if isinstance(node, _LOOPS) and node.lineno <= line <= (node.end_lineno or node.lineno):
+        if isinstance(node, _LOOPS) and node.lineno <= line <= (
+                node.end_lineno or node.lineno) or isinstance(node, _COMPREHENSIONS) and any(
+                isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+                for part in _repeated(node) for n in ast.walk(part)):
             loops.append(node)
         todo.extend(ast.iter_child_nodes(node))
     if not loops:
         return False
-    loop = max(loops, key=lambda n: n.lineno)  # the innermost
-    target = {id(n) for n in ast.walk(loop.target)} if isinstance(loop, ast.For) else set()
+    loop = max(loops, key=lambda n: (n.lineno, n.col_offset))  # the innermost
+    targets = [loop.target] if isinstance(loop, (ast.For, ast.AsyncFor)) else [
+        g.target for g in getattr(loop, "generators", ())]
+    target = {id(n) for t in targets for n in ast.walk(t)}
+    inside = {id(n) for n in ast.walk(loop)}
     stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and id(n) not in target
               and isinstance(n.ctx, (ast.Store, ast.Del))}
-    names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
-             and isinstance(n.ctx, ast.Load) and n.id in held}
+    used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+    names = used & held
+    for dotted in held:
+        base, _, attr = dotted.partition(".")
+        if attr and base in used:
+            sets = [id(n) in inside for n in ast.walk(scope) if isinstance(n, ast.Attribute)
+                    and n.attr == attr and isinstance(n.ctx, (ast.Store, ast.Del))
+                    and isinstance(n.value, ast.Name) and n.value.id == base]
+            if sets and not any(sets):  # assigned around the loop, not in it
+                names.add(base)
     if roots is not None:
         for call in ast.walk(loop):
             if isinstance(call, ast.Call) and call.lineno <= line <= (
                     call.end_lineno or call.lineno):
                 names.update(roots(call))
     return bool(names - stored)
+
+
+def _repeated(node) -> list:
+    """The parts of a comprehension that run once per item: its element (key and value),
+    its conditions, and the iterables of its inner ``for`` clauses."""
+    parts = [getattr(node, a) for a in ("elt", "key", "value") if hasattr(node, a)]
+    for k, g in enumerate(node.generators):
+        parts.extend(g.ifs)
+        if k:
+            parts.append(g.iter)
+    return parts
 
 
 def graph_roots(call: ast.Call) -> set[str]:
