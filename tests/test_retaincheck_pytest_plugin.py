@@ -349,6 +349,46 @@ def test_a_test_classs_other_tests_are_not_code_after_a_site(pytester, monkeypat
         section(result)
 
 
+def test_torchs_opt_step_is_not_a_conftest_classs_step(pytester, monkeypatch):
+    """rev49b C1 (cost): a conftest helper class's `step(self, loss)` walks a graph, so every
+    `x.step()` was taken for it: a test's `opt.step()` after a site, which ran, kept the site
+    ("the call at ... did not run"). A name bound only to what torch returns is torch's; a
+    helper made by the program's own code is still the program's."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest(
+        "import os\n\nimport pytest\nimport torch\n\n\nclass Runner:\n"
+        "    def __init__(self, model):\n        self.model = model\n\n"
+        "    def step(self, loss):\n        loss.backward()\n\n\n"
+        "def make_runner(model):\n    return Runner(model)\n\n\n"
+        "@pytest.fixture\ndef runner():\n    return Runner(torch.nn.Linear(3, 1))\n")
+    pytester.makepyfile(test_opt=(
+        "import os\n\nimport torch\nfrom conftest import make_runner\n\n\n"
+        "def test_plain_sgd():\n    model = torch.nn.Linear(3, 1)\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    model(torch.ones(4, 3)).pow(2).mean().backward(retain_graph=True)\n"
+        "    opt.step()\n\n\n"
+        "def test_own_runner():\n    model = torch.nn.Linear(3, 1)\n"
+        "    helper = make_runner(model)\n    loss = model(torch.ones(4, 3)).sum()\n"
+        "    loss.backward(retain_graph=True)\n"
+        "    if os.environ.get('AGAIN'):\n        helper.step(loss)\n\n\n"
+        "def test_runner(runner):\n    runner.step(runner.model(torch.ones(4, 3)).sum())\n"))
+    result = run(pytester, "--retaincheck", "-v")
+    result.assert_outcomes(passed=3)
+    lines = section(result)
+    assert lines[0].startswith("1 retain_graph=True call site not needed"), lines
+    assert any(line.startswith("kept, not listed: test_opt.py:18") for line in lines), lines
+    # the truth: without the flags, the plain test passes; the helper's path needs its flag
+    result = run(pytester)
+    result.assert_outcomes(passed=3)
+    (pytester.path / "test_opt.py").write_text(
+        (pytester.path / "test_opt.py").read_text().replace("retain_graph=True", ""))
+    result = run(pytester)
+    result.assert_outcomes(passed=3)
+    monkeypatch.setenv("AGAIN", "1")
+    result = run(pytester)
+    result.assert_outcomes(passed=2, failed=1)
+
+
 def test_code_pytest_runs_after_a_site_is_searched_for_calls_that_did_not_run(pytester,
                                                                              monkeypatch):
     """rev46b T1, F1, F1b: a site in a fixture (or setUp) is followed by the test's own code,

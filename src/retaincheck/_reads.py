@@ -999,6 +999,62 @@ def untaken_calls(path: str, line: int, lines_ran: set[tuple[str, int]],
     return _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking)
 
 
+def _torch_made(tree) -> frozenset[str]:
+    """Names that a file binds, wherever it binds them, only to what a call of torch's
+    returns (`opt = torch.optim.SGD(...)`, `model = nn.Linear(3, 1)`): their methods are
+    torch's, not a method of the program's of the same name (`opt.step()` is no
+    `Runner.step`). A parameter, a loop's target, a `with` target is not known to be."""
+    known = _made_by_torch.get(id(tree))
+    if known is not None and known[0] is tree:
+        return known[1]
+    roots = {"torch"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(a.asname for a in node.names if a.asname and (
+                a.name == "torch" or a.name.startswith("torch.")))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (
+                node.module == "torch" or (node.module or "").startswith("torch.")):
+            roots.update(a.asname or a.name for a in node.names)
+    values: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name):
+                        values.setdefault(n.id, []).append(
+                            node.value if isinstance(target, ast.Name)
+                            and not isinstance(node, ast.AugAssign) else None)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            for n in ast.walk(node.target if hasattr(node, "target") else ast.Tuple(
+                    [i.optional_vars for i in node.items if i.optional_vars], ast.Load())):
+                if isinstance(n, ast.Name):
+                    values.setdefault(n.id, []).append(None)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+                values.setdefault(a.arg, []).append(None)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                values.setdefault((a.asname or a.name).partition(".")[0], []).append(None)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            values.setdefault(node.name, []).append(None)
+
+    def torch_call(value) -> bool:
+        if not isinstance(value, ast.Call):
+            return False
+        func = value.func
+        while isinstance(func, ast.Attribute):
+            func = func.value
+        return isinstance(func, ast.Name) and func.id in roots
+
+    known = frozenset(name for name, made in values.items() if all(map(torch_call, made)))
+    _made_by_torch[id(tree)] = (tree, known)
+    return known
+
+
+_made_by_torch: dict[int, tuple] = {}
+
+
 def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, unpacking):
     """``untaken_calls`` in one ``scope`` (a function, lambda, class body or the module)."""
     # Where Python keeps places, a call ran only if its own place was on a stack: a line on
@@ -1071,6 +1127,7 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
     # `opt.step(closure)` start a pass through what they are given, not by what they are)
     ran_names = {c.func.id for c in ast.walk(scope) if isinstance(c, ast.Call)
                  and isinstance(c.func, ast.Name) and c.func.id not in _BUILTINS and ran(c)}
+    torch_made = _torch_made(tree)
     found, on_the_line = [], []
     todo = [(child, (), False) for child in ast.iter_child_nodes(scope)]
     while todo:
@@ -1088,6 +1145,13 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
         own_line = line in lines and not nested
         if not _walks_a_graph(node, names) and (own_line or _called_name(node) not in ran_names):
             continue
+        func = node.func
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id in torch_made and func.attr not in ("backward", "grad")
+                and not func.attr.endswith("_backward") and not any(
+                    isinstance(a, ast.Lambda) or isinstance(a, ast.Name) and a.id in names
+                    for a in (*node.args, *(k.value for k in node.keywords)))):
+            continue  # torch's `opt.step()`, not the program's `Runner.step` (rev49b C1)
         if own_line:
             on_the_line.append(node)  # the site itself, or another call on its line
             continue
