@@ -499,21 +499,74 @@ def test_peak_bytes_count_only_retained_graphs_still_alive():
     assert "4000 bytes" not in report.format() and "3.9 KiB at most at once" in report.format()
 
 
-def test_a_functions_locals_the_program_kept_stay_whole():
+def test_a_functions_locals_the_program_kept_stay_as_they_were():
     """The audit reads the locals of the functions on the way (a loop over a graph made
     before it) and empties the copy Python keeps of them, which would keep the last graph
-    alive (above); a copy the program itself holds, `saved = locals()`, stays whole."""
+    alive (above). A copy the program itself holds, `saved = locals()`, is neither emptied
+    nor brought up to date (rev52a L2: `json.dumps(hparams)` met itself in it)."""
     x = torch.randn(3, requires_grad=True)
 
     def step():
-        loss = x.exp().sum()
         saved = locals()
+        loss = x.exp().sum()
         loss.backward(retain_graph=True)
         return saved
 
     with retaincheck.audit() as report:
         saved = step()
-    assert report.calls and "loss" in saved and saved["loss"].grad_fn is not None
+    assert report.calls and sorted(saved) == ["x"]
+
+
+def test_reading_the_locals_on_the_way_changes_nothing_the_program_sees():
+    """rev52a L2, L3, rev52b E1, E2: what the audit reads of the frames on the way to a site
+    (their locals, for the loop rule) must not show: a name an `exec` put in a function's
+    namespace stays; a line hook's function keeps its locals (Python writes the hook's view
+    of them back); a tensor subclass's __torch_function__ sees no read of `grad_fn`."""
+    import sys
+
+    x = torch.randn(3, requires_grad=True)
+
+    def configured():
+        exec("scale = 2.0")
+        (x * 3).sum().backward(retain_graph=True)
+        return locals()["scale"]
+
+    def traced():
+        a = 5
+        b = a + 1
+        return a, b
+
+    def tracer(frame, event, arg):
+        if event == "line" and frame.f_code is traced.__code__ and frame.f_lineno == (
+                traced.__code__.co_firstlineno + 2):
+            (x * 2).sum().backward(retain_graph=True)
+        return tracer
+
+    class Counting(torch.Tensor):
+        calls: list = []
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.calls.append(getattr(func, "__name__", str(func)))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def counted():
+        y = torch.ones(3).as_subclass(Counting) * x  # a subclass tensor with a graph
+        Counting.calls.clear()
+        (x * 4).sum().backward(retain_graph=True)
+        return list(Counting.calls), y.shape
+
+    with retaincheck.audit() as report:
+        scale = configured()
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            pair = traced()
+        finally:
+            sys.settrace(previous)
+        calls, _ = counted()
+    assert len(report.calls) == 3
+    assert (scale, pair, calls) == (2.0, (5, 6), [])
 
 
 def test_a_storage_two_sites_keep_counts_in_each_site_and_once_in_the_total():

@@ -64,6 +64,7 @@ def every_kind_of_record() -> Report:
         dict(executions=1, unseen_reads=[f"a.py:{n}" for n in range(5)]),
         dict(executions=1, unseen_calls=["a.py:7"]), dict(executions=1, running_children=[99]),
         dict(executions=1, unproven="output differed"), dict(executions=1, compiled=True),
+        dict(executions=1, partly_run=True),  # a backward(inputs=...) that left part out
         dict(executions=1, passed_through=True),
         dict(executions=1, passed_through=True, _unread=True),  # code it could not read
         dict(executions=1, passed_through=True, _unread="generated"),  # a file it wrote

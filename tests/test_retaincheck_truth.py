@@ -1262,10 +1262,76 @@ UNTAKEN_FORMS = {
                               "            self.feats = torch.tanh(w * (epoch + 1))\n"
                               "            for _ in range(2 if TAKEN else 1):\n"
                               "                self.step()\n\n\nTrainer().fit()\n"),
+    # the same, with an __init__ that sets the attribute to None
+    "trainer_init_features_once": (
+        "class Trainer:\n    def __init__(self):\n        self.feats = None\n\n"
+        "    def step(self):\n        (self.feats * 2).sum().backward(retain_graph=True)\n\n"
+        "    def fit(self):\n        for epoch in range(2):\n"
+        "            self.feats = torch.tanh(w * (epoch + 1))\n"
+        "            for _ in range(2 if TAKEN else 1):\n"
+        "                self.step()\n\n\nTrainer().fit()\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"
                            "     for _ in range(2 if TAKEN else 1)]\n"),
+    # rev52a L1: a `global` set each epoch by another function, read by the step
+    "global_features_once": (
+        "def prepare(epoch):\n    global feats\n    feats = torch.tanh(w * (epoch + 1))\n\n"
+        "\ndef step():\n    (feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    prepare(epoch)\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
+    # rev52a L1: a class's own attribute as the features' namespace
+    "class_attribute_once": (
+        "class Cache:\n    feats = None\n\n\ndef step():\n"
+        "    (Cache.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    Cache.feats = torch.tanh(w * (epoch + 1))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
+    # rev52a/b L1: a functools.partial over the features
+    "partial_features_once": (
+        "import functools\n\n\ndef step(f):\n"
+        "    (f * 2).sum().backward(retain_graph=True)\n\n\nfor epoch in range(2):\n"
+        "    run = functools.partial(step, torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        run()\n"),
+    # rev52b L1: a step closing over the features, made each epoch
+    "closure_features_once": (
+        "def main():\n    for epoch in range(2):\n        h = torch.tanh(w * (epoch + 1))\n"
+        "\n        def step():\n            (h * 2).sum().backward(retain_graph=True)\n\n"
+        "        for _ in range(2 if TAKEN else 1):\n            step()\n\n\nmain()\n"),
+    # rev52a/b L1, rev52b L2: a batch that is a list of lists, a dict of dicts
+    "nested_batch_once": (
+        "def step(batch):\n"
+        "    (batch[0]['feats']['h'] * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n"
+        "    batch = [{'feats': {'h': torch.tanh(w * (epoch + 1))}}]\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step(batch)\n"),
+    # rev52a/b L1: a dataclass batch made each epoch
+    "dataclass_batch_once": (
+        "import dataclasses\n\n\n@dataclasses.dataclass\nclass Batch:\n"
+        "    h: torch.Tensor\n\n\ndef step(batch):\n"
+        "    (batch.h * 2).sum().backward(retain_graph=True)\n\n\nfor epoch in range(2):\n"
+        "    batch = Batch(torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step(batch)\n"),
+    # rev52b L2: a SimpleNamespace made each epoch
+    "namespace_batch_once": (
+        "import types\n\n\ndef step(st):\n"
+        "    (st.h * 2).sum().backward(retain_graph=True)\n\n\nfor epoch in range(2):\n"
+        "    st = types.SimpleNamespace(h=torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step(st)\n"),
+    # rev52a L1, rev52b L2: a nonlocal refreshed by a helper each epoch
+    "nonlocal_features_once": (
+        "def fit():\n    feats = None\n\n    def prepare(epoch):\n        nonlocal feats\n"
+        "        feats = torch.tanh(w * (epoch + 1))\n\n    def step():\n"
+        "        (feats * 2).sum().backward(retain_graph=True)\n\n"
+        "    for epoch in range(2):\n        prepare(epoch)\n"
+        "        for _ in range(2 if TAKEN else 1):\n            step()\n\n\nfit()\n"),
+    # rev52a L2: a function that keeps its own locals() is not read; any name it assigns before the
+    # loop counts
+    "own_locals_once": (
+        "def main():\n    hparams = locals()\n    for epoch in range(2):\n"
+        "        feats = torch.tanh(w * (epoch + 1))\n"
+        "        for _ in range(2 if TAKEN else 1):\n"
+        "            (feats * 2).sum().backward(retain_graph=True)\n    return hparams\n\n"
+        "\nmain()\n"),
     # rev51a K2: the loop's own target walks the graph made before the loop
     "loop_target_once": ("for epoch in range(2):\n    shared = (w * (epoch + 1)).pow(2).sum()\n"
                          "    for loss in [shared] * (2 if TAKEN else 1):\n"
@@ -1309,6 +1375,20 @@ ONCE_NO_LOOP = {
                                    "        feats = torch.tanh(w * i)\n"
                                    "        (feats * 2).sum().backward(retain_graph=True)\n\n\n"
                                    "main()\n"),
+    # rev52a C1: an attribute reset to None before the loop, set by the step each batch
+    "logged_loss_attribute": ("class Trainer:\n    def step(self, x):\n"
+                              "        self.loss = (w * x).pow(2).sum()\n"
+                              "        self.loss.backward(retain_graph=True)\n\n"
+                              "    def fit(self):\n        self.loss = None\n"
+                              "        for x in (1.0, 2.0):\n            self.step(x)\n\n\n"
+                              "Trainer().fit()\n"),
+    # the same, set to a tensor before the loop: the step, another function, sets it too
+    "logged_loss_initialised": ("class Trainer:\n    def step(self, x):\n"
+                                "        self.loss = (w * x).pow(2).sum()\n"
+                                "        self.loss.backward(retain_graph=True)\n\n"
+                                "    def fit(self):\n        self.loss = torch.zeros(())\n"
+                                "        for x in (1.0, 2.0):\n            self.step(x)\n\n\n"
+                                "Trainer().fit()\n"),
     "model_attributes": ("class Model:\n    def forward(self, x):\n"
                          "        self.fake = torch.tanh(w * x)\n\n"
                          "    def optimize(self, x):\n        self.forward(x)\n"
@@ -1343,6 +1423,21 @@ def test_a_walk_on_a_path_not_taken_keeps_the_site_whatever_its_form(tmp_path, f
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))
     assert site.ran_once_in_a_loop == form.endswith("_once"), report.format()
+
+
+def test_a_backward_whose_inputs_left_out_what_a_later_pass_walks_is_kept(tmp_path):
+    """rev52b I1: `backward(retain_graph=True, inputs=head_params)`, then a pass through the
+    features behind it, which that call did not run; with `inputs=None` (another option) it
+    runs and frees them, and the later pass raises. Kept, `partly_run`."""
+    source = ("import torch\n\nTAKEN = False\ntorch.manual_seed(0)\n"
+              "enc, head = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)\n"
+              "h = enc(torch.ones(2, 3)).tanh()\n"
+              "inputs = None if TAKEN else list(head.parameters())\n"
+              "head(h).pow(2).sum().backward(retain_graph=True, inputs=inputs)\n"
+              "h.pow(2).sum().backward()\nresult = [enc.weight.grad, head.weight.grad]\n")
+    site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
+                                              source.replace("TAKEN = False", "TAKEN = True"))
+    assert site.partly_run and "inputs left out" in report.format(), report.format()
 
 
 STEP_REPLAYS = ("import torch\n\ncfg = {'replay': False}\nprev = [None]\n\n\n"

@@ -63,6 +63,8 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
         return m("k_child", pids=", ".join(map(str, record.running_children)))
     if getattr(record, "unproven", ""):
         return m("k_unproven")
+    if getattr(record, "partly_run", False):
+        return m("k_part")
     if getattr(record, "compiled", False):
         return m("k_compiled")
     if getattr(record, "_observed", False):

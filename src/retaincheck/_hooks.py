@@ -20,6 +20,7 @@ counts, as "?". Any doubt is resolved towards "needed", never towards "not neede
 from __future__ import annotations
 
 import bisect
+import contextlib
 import linecache
 import os
 import sys
@@ -128,7 +129,7 @@ class _Tag:
 
     __slots__ = (
         "session", "seq", "storages", "nbytes", "last", "keepers", "epoch", "compiled",
-        "__weakref__",
+        "hooked", "__weakref__",
     )
 
     def __init__(self, session: Session, seq: int):
@@ -140,6 +141,7 @@ class _Tag:
         self.keepers: set | None = None  # records whose runs executed it and kept it
         self.epoch: tuple | None = None  # (record, iteration of that record it was built in)
         self.compiled = False  # the walk that tagged it met a torch.compile'd backward
+        self.hooked: CallRecord | None = None  # the site whose walk tagged it
 
     def in_child(self, grad_outputs):
         """The pre-hook in a forked child (``_after_fork_in_child`` puts it in place of
@@ -900,7 +902,10 @@ class Session:
             # (what it reads may run a tensor subclass's code: reading_under)
             self.reading.append(frame)
             try:
-                self.hook_graph(record, roots)
+                # (backward(inputs=...): the call runs part of its graph; with inputs=None on
+                # another path, all of it; grad()'s inputs are its question, rev52b I1)
+                self.hook_graph(record, roots, kind == "backward" and (
+                    arguments.get("inputs") is not None))
                 if kind == "grad" and notes.NOT_ROWS not in record.notes:
                     call.rows = (
                         _refs(roots),
@@ -939,6 +944,13 @@ class Session:
         stack = self.stack
         call = stack[-1] if stack else None
         prev = tag.last
+        if prev is None and tag.hooked is not None and (
+                call is None or call.record is not tag.hooked):
+            # a node of the site's graph that its call did not run (its `inputs=` left it
+            # out), run by a later pass: with other inputs (None: all) the call would have
+            # run it and freed its saved tensors (rev52b I1)
+            tag.hooked.partly_run = True
+            tag.hooked = None
         if prev is not None:
             if prev is call:  # the node ran twice in one call: a walk the audit did not see
                 self.reused(prev, None, tag)
@@ -1030,7 +1042,7 @@ class Session:
             return True
         return self.is_tensor_like(roots) or isinstance(roots, self.gradient_edge)
 
-    def hook_graph(self, record: CallRecord, roots):
+    def hook_graph(self, record: CallRecord, roots, partial: bool = False):
         GradientEdge = self.gradient_edge
         torch = self.torch
         tensor = self.tensor_type
@@ -1096,6 +1108,7 @@ class Session:
                     continue  # nothing to free: running it again is always fine
                 tag = _Tag(self, node._sequence_nr())
                 tag.compiled = compiled
+                tag.hooked = record if partial else None
                 storages = {}
                 for t in found:
                     key = storage_key(t)
@@ -1464,27 +1477,18 @@ def _unittest_code(frame) -> tuple[set, set, set, set] | None:
     return mine, others, names, files
 
 
-def _graph_locals(frame, base, count: int) -> list[frozenset]:
+def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
     """For each frame on the way (innermost first, up to a module's code), the names of its
-    locals that hold a tensor with a graph (``grad_fn``), themselves or in a dict, a list or
-    a tuple, and ``name.attr`` for an object's attribute that holds one (a Trainer's
+    locals that hold a tensor with a graph (``grad_fn``), themselves or in what holds one
+    (``_holds``), and ``name.attr`` for an object's attribute that holds one (a Trainer's
     ``self.feats``): what a loop may walk again each iteration
-    (``_audit._loops_over_a_graph``)."""
+    (``_audit._loops_over_a_graph``); None for a function whose locals are not read
+    (``_read_locals``)."""
     import types
 
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
     plain = (tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
              types.MethodType, dict, list, tuple, str, bytes, int, float)
-
-    def graph(value) -> bool:
-        return isinstance(value, tensor) and value.grad_fn is not None
-
-    def holds(value) -> bool:  # (itself, or shallowly: a batch dict, a tuple)
-        if graph(value):
-            return True
-        if isinstance(value, dict):
-            return any(graph(v) for v in list(value.values())[:64])
-        return isinstance(value, (list, tuple)) and any(graph(v) for v in value[:64])
 
     def attributes(name: str, value) -> list[str]:
         # (an object's own attributes, read without its class's code: no __getattr__ runs
@@ -1497,45 +1501,161 @@ def _graph_locals(frame, base, count: int) -> list[frozenset]:
             own = object.__getattribute__(value, "__dict__")
             if type(own) is not dict:
                 return []
-            return [f"{name}.{a}" for a, v in list(own.items())[:64] if graph(v)]
+            return [f"{name}.{a}" for a, v in list(own.items())[:64]
+                    if isinstance(v, tensor) and v.grad_fn is not None]
         except Exception:
             return []
 
+    def read_globals(name: str, value) -> list[str]:
+        # (a function the loop calls, by the module globals its code reads that hold a
+        # graph: `name:global`; _reads.loop_over_names counts it where the loop assigns
+        # neither: rev52a L1 g_global, a `global feats` set per epoch by prepare(), read by
+        # step(); g_clsattr, a class attribute)
+        if type(value) is not types.FunctionType:
+            return []
+        try:
+            space = value.__globals__
+            return [f"{name}:{g}" for g in value.__code__.co_names[:64]
+                    if g in space and _holds(space[g], tensor)]
+        except Exception:
+            return []
+
+    # (with no __torch_function__ on the way: a tensor subclass's, a mode's, would see the
+    # reads of grad_fn here, rev52b E2)
+    quiet = getattr(sys.modules["torch"]._C, "DisableTorchFunction", contextlib.nullcontext)
     found, f = [], frame
     while f is not None and len(found) < count:
-        values, items = f.f_locals, []
-        try:
-            items = list(values.items())
-        finally:
-            # A function's locals are a copy that Python keeps on its frame until it ends or
-            # they are read again: it would keep the last iteration's graph alive (the peak
-            # the audit measures grew, test_peak_bytes_count_only_retained_graphs_still_alive).
-            # Emptied where nothing else holds it (the frame, `values` and getrefcount's
-            # argument: 3; a `locals()` the program kept, a debugger's, is left as it is).
-            # Python 3.13 on gives a view, not a copy; a module's are its namespace.
-            if (f.f_code.co_flags & 0x1 and type(values) is dict
-                    and sys.getrefcount(values) == 3):
-                values.clear()
-            del values
-        names = {n for n, v in items if holds(v)}
-        names.update(a for n, v in items for a in attributes(n, v))
+        items = _read_locals(f)
+        if items is None:
+            found.append(None)
+        else:
+            with quiet():
+                names = {n for n, v in items if _holds(v, tensor)}
+                names.update(a for n, v in items for a in attributes(n, v))
+                names.update(a for n, v in items for a in read_globals(n, v))
+            found.append(frozenset(names))
         del items
-        found.append(frozenset(names))
         if f.f_code.co_name == "<module>" or f is base:
             break
         f = f.f_back
     return found
 
 
-def _closure_functions(frame) -> list:
-    """The Python functions a frame's closure holds (a decorator's wrapper's ``fn``)."""
-    names = frame.f_code.co_freevars
-    if not names:
-        return []
+def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
+    """Whether ``value`` is a tensor with a graph, or holds one: in a dict, list, tuple, set or
+    deque (nested), a dataclass, a named tuple or a ``SimpleNamespace`` (a batch), a class's
+    own attributes (a namespace), a ``functools.partial``'s arguments, a
+    function's closure or defaults (a step made per epoch over its features: rev52a L1,
+    rev52b L1). Not an object's attributes (``_graph_locals``: a loss module's, made anew by
+    its forward in the loop), nor a function's globals. Read without running the program's
+    code (no ``__getattr__``, no property)."""
+    import collections
+    import dataclasses
+    import functools
     import types
 
-    values = frame.f_locals  # (once per shape of the stack: _hooks.Session.run)
-    return [v for n in names if isinstance(v := values.get(n), types.FunctionType)]
+    if isinstance(value, tensor):
+        return value.grad_fn is not None
+    budget = [256] if budget is None else budget  # (values looked at, for one value)
+    budget[0] -= 1
+    if depth == 0 or budget[0] < 0:
+        return False
+    kind = type(value)
+    try:
+        if kind in (dict, list, tuple, set, frozenset, collections.deque) or issubclass(
+                kind, (dict, list, tuple)):
+            inner = list(value.values() if isinstance(value, dict) else value)[:64]
+        elif kind is functools.partial:
+            inner = [*value.args, *value.keywords.values()]
+        elif kind is types.FunctionType:
+            inner = list(value.__defaults__ or ())
+            for cell in value.__closure__ or ():
+                try:
+                    inner.append(cell.cell_contents)
+                except ValueError:  # (an empty cell)
+                    pass
+        elif dataclasses.is_dataclass(kind) or kind is types.SimpleNamespace:
+            inner = list(object.__getattribute__(value, "__dict__").values())[:64]
+        elif kind is type and value.__module__ not in ("builtins", "torch") and not (
+                value.__module__.startswith("torch.")):
+            # (a class used as a namespace: `Cache.feats = ...`, rev52a L1 g_clsattr; its
+            # own attributes, not its methods' closures)
+            inner = [v for v in list(vars(value).values())[:64]
+                     if type(v) is not types.FunctionType]
+        else:
+            return False
+    except Exception:
+        return False
+    return any(_holds(v, tensor, depth - 1, budget) for v in inner)
+
+
+# Names whose use in a function reads or writes its frame's dict of locals: Python (before
+# 3.13) keeps one dict per frame, which each read of ``frame.f_locals`` refreshes; a
+# `hparams = locals()` the program keeps would change, and a name an `exec` put there would
+# be lost (rev52a L2, rev52b E1). Called by their bare names, or ``f_locals`` read; not
+# pytest's rewritten asserts' ``@py_builtins.locals()``, which keep nothing.
+_OWN_LOCALS = frozenset({"locals", "vars", "exec", "eval", "dir"})
+_uses_locals: dict = {}
+
+
+def _reads_its_locals(code) -> bool:
+    """Whether ``code`` names one of ``_OWN_LOCALS`` by itself or reads ``f_locals`` (not
+    code nested in it, whose calls read their own frames)."""
+    import dis
+
+    for instruction in dis.get_instructions(code):
+        name = instruction.argval
+        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST") and (
+                name in _OWN_LOCALS) or name == "f_locals" and "ATTR" in instruction.opname:
+            return True
+    return False
+
+
+def _read_locals(frame) -> list | None:
+    """A frame's locals, (name, value) pairs, as the program would not see it: a module's
+    or a class body's namespace as it is; a function's only where its code names none of
+    ``_OWN_LOCALS``, else None. Python (before 3.13) copies a function's locals into a dict
+    it keeps on the frame until the function ends or they are read again, which would keep
+    the last iteration's graph alive (the peak the audit measures grew,
+    test_peak_bytes_count_only_retained_graphs_still_alive): emptied after the read where
+    nothing else holds it (the frame, ``values`` and getrefcount's argument: 3) and it holds
+    the function's own names only."""
+    code = frame.f_code
+    optimized = code.co_flags & 0x1
+    if optimized and (sys.gettrace() is not None or sys.getprofile() is not None):
+        # (a trace or profile function in Python: before 3.13, Python refreshes the dict
+        # before it runs and writes the dict back into the frame after it, so a read here
+        # would undo what it set there, and an emptied dict would delete the function's
+        # locals: rev52a L3)
+        return None
+    if optimized:
+        uses = _uses_locals.get(code)
+        if uses is None:
+            uses = _uses_locals[code] = (
+                not _OWN_LOCALS.isdisjoint(code.co_names) or "f_locals" in code.co_names
+            ) and _reads_its_locals(code)
+        if uses:
+            return None
+    values, items = frame.f_locals, []
+    try:
+        items = list(values.items())
+    finally:
+        if optimized and type(values) is dict and sys.getrefcount(values) == 3 and set(
+                values) <= {*code.co_varnames, *code.co_cellvars, *code.co_freevars}:
+            values.clear()
+        del values
+    return items
+
+
+def _closure_functions(frame) -> list:
+    """The Python functions a frame's closure holds (a decorator's wrapper's ``fn``)."""
+    import types
+
+    if not frame.f_code.co_freevars:
+        return []
+    items = _read_locals(frame) or ()  # (once per shape of the stack: _hooks.Session.run)
+    names = set(frame.f_code.co_freevars)
+    return [v for n, v in items if n in names and isinstance(v, types.FunctionType)]
 
 
 def _position(frame) -> tuple | None:

@@ -503,6 +503,13 @@ EN.update({
     "s_child": "keep it, or wait for the forked child processes to finish (join them) before "
     "the run ends, and check again",
     "k_child": "kept: could not tell (a forked child process, pid {pids}, was still running)",
+    "why_part": ": no later backward() or grad() walked what this call ran, but a later pass "
+    "walked part of its graph that the call's inputs left out; with other inputs the call "
+    "would free that part, and the later pass would raise",
+    "s_part": "keep it, unless every run of this call passes inputs that leave out what the "
+    "later pass walks (a check only you can make)",
+    "k_part": "kept: could not tell (a later pass walked part of the graph this call's "
+    "inputs left out)",
     "why_compiled": ": no later backward() or grad() walked this graph, but it runs a backward "
     "that torch.compile compiles at its first run from that run's retain_graph; without the "
     "flag it may be compiled with donated buffers, and a later retain_graph=True through the "
@@ -574,6 +581,12 @@ ZH.update({
     "出来的子进程（pid {pids}）在运行结束时仍未退出，它可能遍历这张图",
     "s_child": "先留着这个参数；或者在运行结束前等 fork 出来的子进程全部退出（join），再检查一次",
     "k_child": "不改：无法判断（fork 出来的子进程 pid {pids} 仍在运行）",
+    "why_part": "。之后没有 backward() 或 grad() 遍历这次调用执行过的部分，但之后的反向传播"
+    "遍历了这张图里被这次调用的 inputs 排除在外的部分；换一组 inputs，这次调用就会执行并释放"
+    "那部分，之后的反向传播随即报错",
+    "s_part": "先留着；除非这次调用每次传入的 inputs 都把之后那次反向传播要走的部分排除在外"
+    "（这一点只有你能确认）",
+    "k_part": "不改：无法判断（之后的反向传播遍历了这次调用的 inputs 排除在外的那部分图）",
     "why_compiled": "。之后没有 backward() 或 grad() 遍历这张计算图，但它经过的反向传播由 "
     "torch.compile 在第一次运行时编译，编译方式取决于那次运行的 retain_graph；去掉参数后，"
     "它可能按捐赠缓冲区（donated buffers）的方式编译，之后经过同一段编译代码的 "

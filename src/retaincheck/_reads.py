@@ -720,7 +720,7 @@ def _code_at(tree, line: int, first: int | None):
 
 
 def loop_over_names(path: str, line: int, first: int | None, roots=None,
-                    held: frozenset = frozenset()) -> bool:
+                    held: frozenset | None = frozenset()) -> bool:
     """Whether the innermost loop (``for``, ``while``, a comprehension) around ``line`` in the
     code that starts at ``first`` (0: the module's own) walks, each iteration, a value made
     before it: a name ``roots(call)`` gives for a call on ``line`` (what it walks), or one of
@@ -728,7 +728,8 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
     (rev50a M1: `for size in sizes: loss = ...` / `for _ in range(iters):
     loss.backward(retain_graph=True)`; rev51a K1: features made once per epoch, inner steps on
     them). The loop's own target is no name its body makes (`for loss in [shared] * n`, K2).
-    ``held``'s ``name.attr`` (an object's attribute holding a graph) counts where the loop
+    ``held`` None: names not read (``_hooks._read_locals``), any the code assigns outside
+    the loop. ``held``'s ``name.attr`` (an object's attribute holding a graph) counts where the loop
     uses ``name`` and assigns neither, and the code around it assigns ``name.attr`` outside
     it (rev51a K1 lself: `self.feats = ...` per epoch, `for _ in ...: self.step()`); set
     elsewhere (a module's forward that the loop calls), it may be made anew each iteration."""
@@ -754,19 +755,45 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
         g.target for g in getattr(loop, "generators", ())]
     target = {id(n) for t in targets for n in ast.walk(t)}
     inside = {id(n) for n in ast.walk(loop)}
+    mine = {id(n) for n in ast.walk(scope)}
     stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and id(n) not in target
               and isinstance(n.ctx, (ast.Store, ast.Del))}
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
+    if held is None:  # (a function whose locals were not read: any name it assigns, or
+        # is given, outside the loop may hold a graph made before it; when in doubt, kept)
+        held = frozenset(
+            n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and id(n) not in inside
+            and isinstance(n.ctx, ast.Store)) | frozenset(
+            a.arg for a in ast.walk(scope) if isinstance(a, ast.arg)) | frozenset(
+            n.name for n in ast.walk(scope) if isinstance(n, _SCOPES[:2] + (ast.ClassDef,))
+            and id(n) not in inside and n is not scope)
     names = used & held
     for dotted in held:
         base, _, attr = dotted.partition(".")
         if attr and base in used:
-            sets = [id(n) in inside for n in ast.walk(scope) if isinstance(n, ast.Attribute)
-                    and n.attr == attr and isinstance(n.ctx, (ast.Store, ast.Del))
-                    and isinstance(n.value, ast.Name) and n.value.id == base]
-            if sets and not any(sets):  # assigned around the loop, not in it
+            # (assigned around the loop, not in it)
+            sets = [id(n) in inside for n in ast.walk(scope)
+                    if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                    if isinstance(t, ast.Attribute) and t.attr == attr
+                    and isinstance(t.value, ast.Name) and t.value.id == base]
+            # (and set to no value but a constant by another function of the file, which
+            # the loop may call: a trainer's step() that sets self.loss each batch, rev52a
+            # C1; an __init__'s `self.feats = None` sets none)
+            if sets and not any(sets) and not any(
+                    isinstance(n, ast.Attribute) and n.attr == attr and isinstance(
+                        n.ctx, (ast.Store, ast.Del)) and id(n) in inside
+                    for n in ast.walk(loop)) and not any(
+                    isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                    and id(n) not in mine and not isinstance(n.value, ast.Constant)
+                    and any(isinstance(t, ast.Attribute) and t.attr == attr for t in (
+                        n.targets if isinstance(n, ast.Assign) else [n.target]))
+                    for n in ast.walk(tree)):
                 names.add(base)
+        function, _, read = dotted.partition(":")
+        if read and function in used and read not in stored:
+            names.add(function)  # (a function the loop calls reads a global that holds one)
     if roots is not None:
         for call in ast.walk(loop):
             if isinstance(call, ast.Call) and call.lineno <= line <= (

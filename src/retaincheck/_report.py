@@ -87,6 +87,12 @@ class CallRecord:
     "fork") still running at its end: they hold a copy of the graph and may walk it, so a site
     nothing else reused is ``"could not tell: kept"``. A reuse in a forked child that is seen
     (it ran before the end) makes the site needed."""
+    partly_run: bool = False
+    """A later pass walked part of its graph that this ``backward(inputs=...)`` did not run,
+    as its ``inputs`` left that part out: with other inputs (``None`` on another option or
+    parametrization) the call would run that part and free it, and the later pass would
+    raise, so a site nothing else reused is ``"could not tell: kept"``. (``autograd.grad``'s
+    inputs are what it asks for: the graph behind them is never run by it.)"""
     compiled: bool = False
     """It walked a backward that torch.compile (AOTAutograd) compiles at its first run, from
     that run's ``retain_graph`` (``_hooks.Session.hook_graph``): without the flag it may be
@@ -155,6 +161,7 @@ class CallRecord:
             "unseen_calls": list(self.unseen_calls),
             "ran_once_in_a_loop": self.ran_once_in_a_loop,
             "running_children": list(self.running_children),
+            "partly_run": self.partly_run,
             "compiled": self.compiled,
             "passed_through": self.passed_through,
             "unproven": self.unproven,
@@ -262,6 +269,8 @@ class Report:
                 verdict += m("why_unproven", reason=c.unproven)
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.running_children:
                 verdict += m("why_child", pids=", ".join(map(str, c.running_children)))
+            elif c.verdict == _verdicts.COULD_NOT_TELL and c.partly_run:
+                verdict += m("why_part")
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.compiled:
                 verdict += m("why_compiled")
             elif c.verdict == _verdicts.COULD_NOT_TELL and c.passed_through:

@@ -41,6 +41,8 @@ def _suggestion_key(record) -> tuple[str, dict]:
         return "s_unproven", {}
     if verdict == v.COULD_NOT_TELL and record.running_children:
         return "s_child", {}
+    if verdict == v.COULD_NOT_TELL and record.partly_run:
+        return "s_part", {}
     if verdict == v.COULD_NOT_TELL and record.compiled:
         return "s_compiled", {}
     if verdict == v.COULD_NOT_TELL and record.passed_through:

@@ -19,7 +19,8 @@
   same function as the site did not run (a branch this run did not take), or a child process
   forked during the run was still running at its end, or it walked a backward that
   torch.compile (AOTAutograd) compiles at its first run, reading that run's retain_graph, or
-  the flag reached it through ``**kwargs`` from a line elsewhere: keep the flag.
+  the flag reached it through ``**kwargs`` from a line elsewhere, or a later pass ran part
+  of its graph that its ``inputs`` left out: keep the flag.
 * **not needed**: nothing reused it, and the audited run completed.
 * **not needed so far (run stopped early)**: nothing reused it, but the run stopped early
   (an exception, ``KeyboardInterrupt``, ``SystemExit`` with a non-zero code), so a reuse
@@ -46,7 +47,8 @@ def verdict(record) -> str:
         return NEEDED
     if (record.unseen_reads or getattr(record, "running_children", None)
             or getattr(record, "unproven", "") or getattr(record, "compiled", False)
-            or getattr(record, "passed_through", False)):
+            or getattr(record, "passed_through", False)
+            or getattr(record, "partly_run", False)):
         return COULD_NOT_TELL
     if not record.run_completed:
         return NOT_NEEDED_SO_FAR

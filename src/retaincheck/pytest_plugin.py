@@ -281,6 +281,8 @@ def _why_kept(call: dict, lang: str) -> str:
         why = m("k_child", pids=", ".join(map(str, call["running_children"])))
     elif call.get("unproven"):
         why = m("k_unproven")
+    elif call.get("partly_run"):
+        why = m("k_part")
     elif call.get("compiled"):
         why = m("k_compiled")
     elif call.get("passed_through"):
