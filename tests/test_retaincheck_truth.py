@@ -1270,6 +1270,14 @@ UNTAKEN_FORMS = {
         "            self.feats = torch.tanh(w * (epoch + 1))\n"
         "            for _ in range(2 if TAKEN else 1):\n"
         "                self.step()\n\n\nTrainer().fit()\n"),
+    # the same, the features set by another method before the inner loop
+    "trainer_encode_once": (
+        "class Trainer:\n    def encode(self, epoch):\n"
+        "        self.feats = torch.tanh(w * (epoch + 1))\n\n"
+        "    def step(self):\n        (self.feats * 2).sum().backward(retain_graph=True)\n\n"
+        "    def fit(self):\n        for epoch in range(2):\n            self.encode(epoch)\n"
+        "            for _ in range(2 if TAKEN else 1):\n"
+        "                self.step()\n\n\nTrainer().fit()\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"
@@ -1389,6 +1397,11 @@ ONCE_NO_LOOP = {
                                 "    def fit(self):\n        self.loss = torch.zeros(())\n"
                                 "        for x in (1.0, 2.0):\n            self.step(x)\n\n\n"
                                 "Trainer().fit()\n"),
+    # a loss module whose forward, called in the loop, sets the loss the loop walks
+    "loss_module_attribute": ("class Loss(torch.nn.Module):\n    def forward(self, x):\n"
+                              "        self.loss = (w * x).pow(2).sum()\n        return x\n\n\n"
+                              "crit = Loss()\nfor i in range(2):\n    crit(i + 1.0)\n"
+                              "    crit.loss.backward(retain_graph=True)\n"),
     "model_attributes": ("class Model:\n    def forward(self, x):\n"
                          "        self.fake = torch.tanh(w * x)\n\n"
                          "    def optimize(self, x):\n        self.forward(x)\n"

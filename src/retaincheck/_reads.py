@@ -755,7 +755,11 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
         g.target for g in getattr(loop, "generators", ())]
     target = {id(n) for t in targets for n in ast.walk(t)}
     inside = {id(n) for n in ast.walk(loop)}
-    mine = {id(n) for n in ast.walk(scope)}
+    own, todo = [], [scope]  # (the scope's own code: not the functions and classes in it)
+    while todo:
+        node = todo.pop()
+        own.append(node)
+        todo.extend(n for n in ast.iter_child_nodes(node) if not isinstance(n, _SCOPES))
     stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and id(n) not in target
               and isinstance(n.ctx, (ast.Store, ast.Del))}
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
@@ -773,23 +777,26 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
         base, _, attr = dotted.partition(".")
         if attr and base in used:
             # (assigned around the loop, not in it)
-            sets = [id(n) in inside for n in ast.walk(scope)
+            sets = [id(n) in inside for n in own
                     if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                     if isinstance(t, ast.Attribute) and t.attr == attr
                     and isinstance(t.value, ast.Name) and t.value.id == base]
-            # (and set to no value but a constant by another function of the file, which
-            # the loop may call: a trainer's step() that sets self.loss each batch, rev52a
-            # C1; an __init__'s `self.feats = None` sets none)
-            if sets and not any(sets) and not any(
+            # (or set, to a value but a constant, by other functions of the file that the
+            # loop's calls do not reach by name: a trainer's encode() before the loop, not
+            # its step() that sets self.loss each batch, rev52a C1; not an __init__'s
+            # `self.feats = None`)
+            setters = {f.name for f in ast.walk(tree) if isinstance(f, _SCOPES[:2])
+                       and f is not scope and any(
+                           isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                           and not isinstance(n.value, ast.Constant) and any(
+                               isinstance(t, ast.Attribute) and t.attr == attr for t in (
+                                   n.targets if isinstance(n, ast.Assign) else [n.target]))
+                           for n in ast.walk(f))}
+            if (sets or setters) and not any(sets) and not any(
                     isinstance(n, ast.Attribute) and n.attr == attr and isinstance(
                         n.ctx, (ast.Store, ast.Del)) and id(n) in inside
-                    for n in ast.walk(loop)) and not any(
-                    isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                    and id(n) not in mine and not isinstance(n.value, ast.Constant)
-                    and any(isinstance(t, ast.Attribute) and t.attr == attr for t in (
-                        n.targets if isinstance(n, ast.Assign) else [n.target]))
-                    for n in ast.walk(tree)):
+                    for n in ast.walk(loop)) and not setters & _reached(tree, loop):
                 names.add(base)
         function, _, read = dotted.partition(":")
         if read and function in used and read not in stored:
@@ -800,6 +807,33 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
                     call.end_lineno or call.lineno):
                 names.update(roots(call))
     return bool(names - stored)
+
+
+def _reached(tree, node) -> set[str]:
+    """The names of the functions of ``tree`` that ``node``'s calls may reach by name
+    (``step()``, ``self.step()``, and what those call in turn); a call of a name that is no
+    function of the file nor a builtin (`model(x)`, `loss_module(f)`: an object's
+    ``__call__``) reaches every ``forward`` and ``__call__``."""
+    defined: dict[str, list] = {}
+    for f in ast.walk(tree):
+        if isinstance(f, _SCOPES[:2]):
+            defined.setdefault(f.name, []).append(f)
+    found: set[str] = set()
+    todo = [node]
+    while todo:
+        for call in ast.walk(todo.pop()):
+            if not isinstance(call, ast.Call):
+                continue
+            name = _called_name(call)
+            if isinstance(call.func, ast.Name) and name not in defined and (
+                    name not in _BUILTINS):
+                more = {"forward", "__call__"}
+            else:
+                more = {name} if name in defined else set()
+            for callee in more - found:
+                found.add(callee)
+                todo.extend(defined.get(callee, ()))
+    return found
 
 
 def _repeated(node) -> list:
