@@ -1278,6 +1278,58 @@ UNTAKEN_FORMS = {
         "    def fit(self):\n        for epoch in range(2):\n            self.encode(epoch)\n"
         "            for _ in range(2 if TAKEN else 1):\n"
         "                self.step()\n\n\nTrainer().fit()\n"),
+    # rev53a M1: a dict attribute of the trainer filled before the inner loop
+    "trainer_cache_once": (
+        "class Trainer:\n    def __init__(self):\n        self.cache = {}\n\n"
+        "    def step(self):\n"
+        "        (self.cache['h'] * 2).sum().backward(retain_graph=True)\n\n"
+        "    def fit(self):\n        for epoch in range(2):\n"
+        "            self.cache['h'] = torch.tanh(w * (epoch + 1))\n"
+        "            for _ in range(2 if TAKEN else 1):\n"
+        "                self.step()\n\n\nTrainer().fit()\n"),
+    # rev53a M2: a module's buffer set before the inner loop, read by a step function
+    "module_buffer_once": (
+        "head = torch.nn.Linear(3, 1)\nhead.register_buffer('feats', None)\n\n\n"
+        "def step():\n    (head.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    head.feats = torch.tanh(w * (epoch + 1))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
+    # rev53a M4: a functools.lru_cache of the features
+    "lru_cache_once": (
+        "import functools\n\n\n@functools.lru_cache(maxsize=1)\ndef feats_for(epoch):\n"
+        "    return torch.tanh(w * (epoch + 1))\n\n\ndef step(epoch):\n"
+        "    (feats_for(epoch) * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n        step(epoch)\n"),
+    # rev53a M5: an iterator that yields the features made before the inner loop
+    "repeat_iterator_once": (
+        "import itertools\n\n\ndef step(it):\n"
+        "    (next(it) * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    it = itertools.repeat(torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step(it)\n"),
+    # rev53a M6, rev53b K3: a plain object, a queue, a weak reference, holding the features
+    "plain_object_once": (
+        "class Feats:\n    def __init__(self, h):\n        self.h = h\n\n\n"
+        "def step(f):\n    (f.h * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    f = Feats(torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step(f)\n"),
+    "queue_once": (
+        "import queue\n\n\ndef step(q):\n"
+        "    (q.queue[0] * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    q = queue.Queue()\n"
+        "    q.put(torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step(q)\n"),
+    # rev53a M8: two levels of attributes, and an attribute set on a tensor
+    "nested_attribute_once": (
+        "class Model:\n    pass\n\n\nclass Trainer:\n    def __init__(self):\n"
+        "        self.model = Model()\n\n    def step(self):\n"
+        "        (self.model.ctx * 2).sum().backward(retain_graph=True)\n\n"
+        "    def fit(self):\n        for epoch in range(2):\n"
+        "            self.model.ctx = torch.tanh(w * (epoch + 1))\n"
+        "            for _ in range(2 if TAKEN else 1):\n"
+        "                self.step()\n\n\nTrainer().fit()\n"),
+    "tensor_attribute_once": (
+        "for epoch in range(2):\n    x = torch.zeros(3)\n"
+        "    x.ctx = torch.tanh(w * (epoch + 1))\n    for _ in range(2 if TAKEN else 1):\n"
+        "        (x.ctx * 2).sum().backward(retain_graph=True)\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"
@@ -1402,6 +1454,13 @@ ONCE_NO_LOOP = {
                               "        self.loss = (w * x).pow(2).sum()\n        return x\n\n\n"
                               "crit = Loss()\nfor i in range(2):\n    crit(i + 1.0)\n"
                               "    crit.loss.backward(retain_graph=True)\n"),
+    # a trainer that logs each loss in a list its __init__ made, its step appends to it
+    "logged_history": ("class Trainer:\n    def __init__(self):\n        self.history = []\n\n"
+                       "    def step(self, x):\n        loss = (w * x).pow(2).sum()\n"
+                       "        self.history.append(loss)\n"
+                       "        loss.backward(retain_graph=True)\n\n"
+                       "    def fit(self):\n        for x in (1.0, 2.0):\n"
+                       "            self.step(x)\n\n\nTrainer().fit()\n"),
     "model_attributes": ("class Model:\n    def forward(self, x):\n"
                          "        self.fake = torch.tanh(w * x)\n\n"
                          "    def optimize(self, x):\n        self.forward(x)\n"
@@ -1436,6 +1495,22 @@ def test_a_walk_on_a_path_not_taken_keeps_the_site_whatever_its_form(tmp_path, f
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))
     assert site.ran_once_in_a_loop == form.endswith("_once"), report.format()
+
+
+def test_another_modules_attribute_set_before_the_loop_keeps_the_site(tmp_path, monkeypatch):
+    """rev53a M3: a shared `store` module of the program holds the features of an epoch;
+    the inner loop's step reads `store.feats`. Kept."""
+    (tmp_path / "store_m3.py").write_text("feats = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = ("import torch\n\nimport store_m3\n\nTAKEN = False\n"
+              "w = torch.ones(3, requires_grad=True)\n\n\ndef step():\n"
+              "    (store_m3.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+              "for epoch in range(2):\n    store_m3.feats = torch.tanh(w * (epoch + 1))\n"
+              "    for _ in range(2 if TAKEN else 1):\n        step()\nresult = [w.grad]\n")
+    site, report = _kept_for_a_path_not_taken(
+        tmp_path / "train.py", source, source.replace("TAKEN = False", "TAKEN = True"),
+        modules=("store_m3",))
+    assert site.ran_once_in_a_loop, report.format()
 
 
 def test_a_backward_whose_inputs_left_out_what_a_later_pass_walks_is_kept(tmp_path):

@@ -575,7 +575,7 @@ def _mark_untaken_calls(session: Session) -> None:
                 every[2])]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
         if not found:
-            record.ran_once_in_a_loop = _loops_over_a_graph(session, record) or (
+            record.ran_once_in_a_loop = _loops_over_a_graph(session, record, stop) or (
                 record.executions == 1 and _in_a_loop(session, record, runner, stop))
 
 
@@ -600,7 +600,7 @@ def _up_to_runner(lines, stop: tuple):
         yield frame
 
 
-def _loops_over_a_graph(session: Session, record) -> bool:
+def _loops_over_a_graph(session: Session, record, stop: tuple = ()) -> bool:
     """Whether a loop on the way to the site walks, each iteration, a graph made before it:
     the site's own loop, where what it walks (`loss` of `loss.backward(...)`) is not assigned
     in the loop's body (rev50a M1: sizes in an outer loop, a repeat count in the inner); a
@@ -614,8 +614,10 @@ def _loops_over_a_graph(session: Session, record) -> bool:
     for shape, names in getattr(record, "_graph_names", {}).items():
         roots = graph_roots  # (the site's line: in its frame, or in the code around the
         # comprehension it is in, which Python before 3.12 runs as a function of its own)
+        # (up to the test runner's frames: its loops run each test once, rev53 own check:
+        # a test class instance an item holds has a graph on it)
         for j, ((name, line, first), held) in enumerate(zip(
-                session.walked.get(shape, ()), names, strict=False)):
+                _up_to_runner(session.walked.get(shape, ()), stop), names, strict=False)):
             if not name.startswith("<") and _kind(name) in (1, 2) and in_a_loop(
                     name, line, first) and loop_over_names(name, line, first, roots, held):
                 return True

@@ -1490,33 +1490,72 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
     plain = (tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
              types.MethodType, dict, list, tuple, str, bytes, int, float)
 
+    module_type = getattr(getattr(sys.modules["torch"], "nn", None), "Module", ())
+
     def attributes(name: str, value) -> list[str]:
-        # (an object's own attributes, read without its class's code: no __getattr__ runs
-        # here, which might start a backward pass; _reads.loop_over_names counts one only
-        # where the loop's function assigns it outside the loop, rev51a K1 lself: a loss
-        # module's self.loss set by its forward in the loop is not made before it)
-        if isinstance(value, plain):
-            return []
-        try:
-            own = object.__getattribute__(value, "__dict__")
+        # (an object's attributes that hold a graph, however deep: `name.attr` by the
+        # attribute of the object on the way to it nearest the graph (self.cache["h"]:
+        # cache; a module's buffer: its name). Read without the object's class's code: no
+        # __getattr__ runs here, which might start a backward pass. _reads.loop_over_names
+        # counts one where nothing the loop reaches assigns that attribute: a loss
+        # module's self.loss set by its forward in the loop is not made before it, rev51a
+        # K1 lself, rev53a M1, M2)
+        found: set[str] = set()
+        todo, budget = [(value, None, 2)], [512]
+        while todo:
+            obj, attr, depth = todo.pop()
+            if isinstance(obj, plain) or budget[0] < 0:
+                continue
+            try:
+                own = object.__getattribute__(obj, "__dict__")
+            except Exception:
+                continue
             if type(own) is not dict:
-                return []
-            return [f"{name}.{a}" for a, v in list(own.items())[:64]
-                    if isinstance(v, tensor) and v.grad_fn is not None]
-        except Exception:
-            return []
+                continue
+            pairs = list(own.items())[:64]
+            if module_type and isinstance(obj, module_type):  # (its buffers, parameters,
+                for key in ("_buffers", "_parameters", "_modules"):  # modules: by name)
+                    inner = own.get(key)
+                    if type(inner) is dict:
+                        pairs += list(inner.items())[:64]
+            for a, v in pairs:
+                budget[0] -= 1
+                if a in ("_buffers", "_parameters", "_modules") or f"{name}.{a}" in found:
+                    continue
+                if _holds(v, tensor, budget=budget):
+                    found.add(f"{name}.{a}")
+                elif depth and not isinstance(v, plain):
+                    todo.append((v, a, depth - 1))
+        return sorted(found)
 
     def read_globals(name: str, value) -> list[str]:
         # (a function the loop calls, by the module globals its code reads that hold a
         # graph: `name:global`; _reads.loop_over_names counts it where the loop assigns
         # neither: rev52a L1 g_global, a `global feats` set per epoch by prepare(), read by
-        # step(); g_clsattr, a class attribute)
+        # step(); g_clsattr, a class attribute; `name:module.attr` for another module's
+        # attribute, rev53a M3; a cache (functools.lru_cache) that holds any value, whose
+        # values cannot be read, rev53a M4)
         if type(value) is not types.FunctionType:
             return []
         try:
-            space = value.__globals__
-            return [f"{name}:{g}" for g in value.__code__.co_names[:64]
-                    if g in space and _holds(space[g], tensor)]
+            space, found = value.__globals__, []
+            names = value.__code__.co_names[:64]
+            for g in names:
+                held = space.get(g)
+                if held is None:
+                    continue
+                if isinstance(held, types.ModuleType):
+                    if held is not sys.modules.get("torch") and not _installed(held):
+                        found += [f"{name}:{g}.{a}" for a in names
+                                  if _holds(getattr(held, "__dict__", {}).get(a), tensor)]
+                elif hasattr(held, "cache_info") and callable(held):
+                    if held.cache_info().currsize:
+                        found.append(f"{name}:{g}")
+                elif _holds(held, tensor):
+                    found.append(f"{name}:{g}")
+                else:  # (an object's attributes: a model's buffer, rev53a M2)
+                    found += [f"{name}:{a}" for a in attributes(g, held)]
+            return found
         except Exception:
             return []
 
@@ -1541,6 +1580,16 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
     return found
 
 
+def _installed(module) -> bool:
+    """Whether a module is the standard library's or an installed package's (not the
+    program's own): its file lies under Python's prefix or a site-packages folder."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        return True  # (a built-in module)
+    return "site-packages" in path or "dist-packages" in path or path.startswith(
+        (sys.base_prefix, sys.prefix, sys.exec_prefix))
+
+
 def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
     """Whether ``value`` is a tensor with a graph, or holds one: in a dict, list, tuple, set or
     deque (nested), a dataclass, a named tuple or a ``SimpleNamespace`` (a batch), a class's
@@ -1555,7 +1604,14 @@ def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
     import types
 
     if isinstance(value, tensor):
-        return value.grad_fn is not None
+        if value.grad_fn is not None:
+            return True
+        try:  # (an attribute set on a tensor: `x.ctx = feats`, rev53a M8)
+            own = object.__getattribute__(value, "__dict__")
+        except Exception:
+            return False
+        return bool(own) and depth > 0 and any(
+            _holds(v, tensor, depth - 1, budget) for v in list(own.values())[:16])
     budget = [256] if budget is None else budget  # (values looked at, for one value)
     budget[0] -= 1
     if depth == 0 or budget[0] < 0:
@@ -1582,6 +1638,18 @@ def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
             # own attributes, not its methods' closures)
             inner = [v for v in list(vars(value).values())[:64]
                      if type(v) is not types.FunctionType]
+        elif kind is weakref.ref:
+            inner = [value()]  # (what it refers to, rev53b K3)
+        elif not kind.__flags__ & (1 << 9) and kind not in (
+                types.ModuleType, types.CodeType, types.FrameType, types.BuiltinFunctionType,
+                types.MethodType, str, bytes, int, float, complex, bool, type(None)):
+            # (an iterator or other object of a type written in C: what it refers to,
+            # read as the garbage collector reads it, with no code of the object's run:
+            # itertools.repeat(feats), iter(batches), rev53a M5)
+            import gc
+
+            inner = [v for v in gc.get_referents(value)[:64]
+                     if not isinstance(v, (type, types.ModuleType, types.CodeType))]
         else:
             return False
     except Exception:
@@ -1595,18 +1663,21 @@ def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
 # be lost (rev52a L2, rev52b E1). Called by their bare names, or ``f_locals`` read; not
 # pytest's rewritten asserts' ``@py_builtins.locals()``, which keep nothing.
 _OWN_LOCALS = frozenset({"locals", "vars", "exec", "eval", "dir"})
+# ... and the ways to a frame of its own whose locals it may keep (rev53b E1:
+# `inspect.getargvalues(inspect.currentframe()).locals`)
+_OWN_FRAME = frozenset({"f_locals", "currentframe", "_getframe", "getargvalues"})
 _uses_locals: dict = {}
 
 
 def _reads_its_locals(code) -> bool:
-    """Whether ``code`` names one of ``_OWN_LOCALS`` by itself or reads ``f_locals`` (not
+    """Whether ``code`` names one of ``_OWN_LOCALS`` by itself or one of ``_OWN_FRAME`` (not
     code nested in it, whose calls read their own frames)."""
     import dis
 
     for instruction in dis.get_instructions(code):
         name = instruction.argval
         if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST") and (
-                name in _OWN_LOCALS) or name == "f_locals" and "ATTR" in instruction.opname:
+                name in _OWN_LOCALS) or name in _OWN_FRAME:
             return True
     return False
 
@@ -1631,9 +1702,8 @@ def _read_locals(frame) -> list | None:
     if optimized:
         uses = _uses_locals.get(code)
         if uses is None:
-            uses = _uses_locals[code] = (
-                not _OWN_LOCALS.isdisjoint(code.co_names) or "f_locals" in code.co_names
-            ) and _reads_its_locals(code)
+            uses = _uses_locals[code] = not (_OWN_LOCALS | _OWN_FRAME).isdisjoint(
+                code.co_names) and _reads_its_locals(code)
         if uses:
             return None
     values, items = frame.f_locals, []

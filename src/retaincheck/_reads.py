@@ -774,33 +774,34 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             and id(n) not in inside and n is not scope)
     names = used & held
     for dotted in held:
-        base, _, attr = dotted.partition(".")
-        if attr and base in used:
-            # (assigned around the loop, not in it)
-            sets = [id(n) in inside for n in own
-                    if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                    if isinstance(t, ast.Attribute) and t.attr == attr
-                    and isinstance(t.value, ast.Name) and t.value.id == base]
-            # (or set, to a value but a constant, by other functions of the file that the
-            # loop's calls do not reach by name: a trainer's encode() before the loop, not
-            # its step() that sets self.loss each batch, rev52a C1; not an __init__'s
-            # `self.feats = None`)
+        user, _, path = dotted.rpartition(":")  # (`fn:obj.attr`: what a function reads)
+        base, _, attr = path.partition(".")
+        if attr and (user or base) in used and (base not in stored or user):
+            # (where the code around the loop, not the loop, assigns the attribute or puts
+            # something in it (self.cache["h"] = ..., self.feats.append(...)); or other
+            # functions of the file do, with a value but a constant, that the loop's calls
+            # do not reach by name: a trainer's encode() before the loop, not its step()
+            # that sets self.loss each batch, rev52a C1; not an __init__'s
+            # `self.feats = None`; or, where no code of the file assigns it (a library's
+            # object: a queue.Queue's items, rev53b K3), where the loop calls neither the
+            # object nor a method of it)
+            sets = [id(n) in inside for n in own if _sets_attribute(n, attr)]
             setters = {f.name for f in ast.walk(tree) if isinstance(f, _SCOPES[:2])
                        and f is not scope and any(
-                           isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                           and not isinstance(n.value, ast.Constant) and any(
-                               isinstance(t, ast.Attribute) and t.attr == attr for t in (
-                                   n.targets if isinstance(n, ast.Assign) else [n.target]))
-                           for n in ast.walk(f))}
-            if (sets or setters) and not any(sets) and not any(
-                    isinstance(n, ast.Attribute) and n.attr == attr and isinstance(
-                        n.ctx, (ast.Store, ast.Del)) and id(n) in inside
-                    for n in ast.walk(loop)) and not setters & _reached(tree, loop):
-                names.add(base)
-        function, _, read = dotted.partition(":")
-        if read and function in used and read not in stored:
-            names.add(function)  # (a function the loop calls reads a global that holds one)
+                           _sets_attribute(n, attr, constants=False) for n in ast.walk(f))}
+            if any(sets):
+                continue
+            if sets or setters:
+                if not setters & _reached(tree, loop, base):
+                    names.add(user or base)
+            elif not any(isinstance(c, ast.Call) and (
+                    isinstance(c.func, ast.Name) and c.func.id == base
+                    or isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)
+                    and c.func.value.id == base) for c in ast.walk(loop)):
+                names.add(user or base)
+            continue
+        if user and not attr and user in used and base not in stored:
+            names.add(user)  # (a function the loop calls reads a global that holds one)
     if roots is not None:
         for call in ast.walk(loop):
             if isinstance(call, ast.Call) and call.lineno <= line <= (
@@ -809,11 +810,34 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
     return bool(names - stored)
 
 
-def _reached(tree, node) -> set[str]:
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add",
+                       "__setitem__", "appendleft", "put", "put_nowait"})
+
+
+def _sets_attribute(node, attr: str, constants: bool = True) -> bool:
+    """Whether ``node`` assigns an attribute named ``attr`` (`x.attr = ...`), an item of it
+    (`x.attr[k] = ...`) or puts a value in it (`x.attr.append(...)`); with ``constants``
+    False, not an assignment of a constant (`self.feats = None`)."""
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        if not constants and isinstance(node.value, ast.Constant):
+            return False
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+            if isinstance(t, ast.Subscript):
+                t = t.value
+            if isinstance(t, ast.Attribute) and t.attr == attr:
+                return True
+        return False
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+        node.func.attr in _MUTATORS) and isinstance(node.func.value, ast.Attribute) and (
+        node.func.value.attr == attr)
+
+
+def _reached(tree, node, owner: str) -> set[str]:
     """The names of the functions of ``tree`` that ``node``'s calls may reach by name
-    (``step()``, ``self.step()``, and what those call in turn); a call of a name that is no
-    function of the file nor a builtin (`model(x)`, `loss_module(f)`: an object's
-    ``__call__``) reaches every ``forward`` and ``__call__``."""
+    (``step()``, ``self.step()``, and what those call in turn); a call of the object
+    ``owner`` itself, or of an attribute of it that is no function of the file
+    (`loss_module(f)`, `self.model(x)`: an object's ``__call__``), reaches every
+    ``forward`` and ``__call__``."""
     defined: dict[str, list] = {}
     for f in ast.walk(tree):
         if isinstance(f, _SCOPES[:2]):
@@ -824,9 +848,10 @@ def _reached(tree, node) -> set[str]:
         for call in ast.walk(todo.pop()):
             if not isinstance(call, ast.Call):
                 continue
-            name = _called_name(call)
-            if isinstance(call.func, ast.Name) and name not in defined and (
-                    name not in _BUILTINS):
+            name, func = _called_name(call), call.func
+            if name not in defined and (isinstance(func, ast.Name) and func.id == owner or (
+                    isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                    and func.value.id == owner)):
                 more = {"forward", "__call__"}
             else:
                 more = {name} if name in defined else set()
