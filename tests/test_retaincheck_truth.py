@@ -1299,6 +1299,12 @@ UNTAKEN_FORMS = {
         "    return torch.tanh(w * (epoch + 1))\n\n\ndef step(epoch):\n"
         "    (feats_for(epoch) * 2).sum().backward(retain_graph=True)\n\n\n"
         "for epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n        step(epoch)\n"),
+    # rev53b K2: the same cache, called by a function's own loop (a global of its module)
+    "lru_cache_in_a_function_once": (
+        "import functools\n\n\n@functools.lru_cache(maxsize=1)\ndef feats_for(epoch):\n"
+        "    return torch.tanh(w * (epoch + 1))\n\n\ndef main():\n"
+        "    for epoch in range(2):\n        for _ in range(2 if TAKEN else 1):\n"
+        "            (feats_for(epoch) * 2).sum().backward(retain_graph=True)\n\n\nmain()\n"),
     # rev53a M5: an iterator that yields the features made before the inner loop
     "repeat_iterator_once": (
         "import itertools\n\n\ndef step(it):\n"

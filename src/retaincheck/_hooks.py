@@ -1548,9 +1548,6 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                     if held is not sys.modules.get("torch") and not _installed(held):
                         found += [f"{name}:{g}.{a}" for a in names
                                   if _holds(getattr(held, "__dict__", {}).get(a), tensor)]
-                elif hasattr(held, "cache_info") and callable(held):
-                    if held.cache_info().currsize:
-                        found.append(f"{name}:{g}")
                 elif _holds(held, tensor):
                     found.append(f"{name}:{g}")
                 else:  # (an object's attributes: a model's buffer, rev53a M2)
@@ -1568,6 +1565,11 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
         if items is None:
             found.append(None)
         else:
+            if f.f_code.co_flags & 0x1:  # (and the module globals a function's code reads:
+                # an lru_cache'd helper, a step that reads a shared module, rev53b K2)
+                space, mine = f.f_globals, {n for n, _ in items}
+                items += [(g, space[g]) for g in f.f_code.co_names[:64]
+                          if g in space and g not in mine]
             with quiet():
                 names = {n for n, v in items if _holds(v, tensor)}
                 names.update(a for n, v in items for a in attributes(n, v))
@@ -1640,6 +1642,9 @@ def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
                      if type(v) is not types.FunctionType]
         elif kind is weakref.ref:
             inner = [value()]  # (what it refers to, rev53b K3)
+        elif kind.__name__ == "_lru_cache_wrapper" and kind.__module__ == "functools":
+            # (a cache whose values cannot be read: holding any, it may hold one, rev53a M4)
+            return value.cache_info().currsize > 0
         elif not kind.__flags__ & (1 << 9) and kind not in (
                 types.ModuleType, types.CodeType, types.FrameType, types.BuiltinFunctionType,
                 types.MethodType, str, bytes, int, float, complex, bool, type(None)):
