@@ -1336,6 +1336,59 @@ UNTAKEN_FORMS = {
         "for epoch in range(2):\n    x = torch.zeros(3)\n"
         "    x.ctx = torch.tanh(w * (epoch + 1))\n    for _ in range(2 if TAKEN else 1):\n"
         "        (x.ctx * 2).sum().backward(retain_graph=True)\n"),
+    # rev54a N1: a memoizing getter called in the loop sets the features once per epoch
+    "memoized_getter_once": (
+        "class Trainer:\n    def __init__(self):\n        self.feats, self.at = None, -1\n\n"
+        "    def get(self, epoch):\n        if self.at != epoch:\n"
+        "            self.feats, self.at = torch.tanh(w * (epoch + 1)), epoch\n"
+        "        return self.feats\n\n    def fit(self):\n        for epoch in range(2):\n"
+        "            for _ in range(2 if TAKEN else 1):\n"
+        "                (self.get(epoch) * 2).sum().backward(retain_graph=True)\n\n\n"
+        "Trainer().fit()\n"),
+    # rev54a N2: setattr in the method that prepares the epoch
+    "setattr_features_once": (
+        "class Trainer:\n    def prepare(self, epoch):\n"
+        "        setattr(self, 'feats', torch.tanh(w * (epoch + 1)))\n\n"
+        "    def step(self):\n        (self.feats * 2).sum().backward(retain_graph=True)\n\n"
+        "    def fit(self):\n        for epoch in range(2):\n            self.prepare(epoch)\n"
+        "            for _ in range(2 if TAKEN else 1):\n                self.step()\n\n\n"
+        "Trainer().fit()\n"),
+    # rev54a N3: a bound method of an object that holds the features
+    "bound_method_once": (
+        "class Feats:\n    def __init__(self, h):\n        self.h = h\n\n"
+        "    def loss(self):\n        return (self.h * 2).sum()\n\n\n"
+        "for epoch in range(2):\n    fn = Feats(torch.tanh(w * (epoch + 1))).loss\n"
+        "    for _ in range(2 if TAKEN else 1):\n        fn().backward(retain_graph=True)\n"),
+    # rev54a N5, N6, N7, rev54b L1: an object of many attributes, a thread's locals, four
+    # containers deep, a slots dataclass, a context variable
+    "many_attributes_once": (
+        "class Trainer:\n    def __init__(self):\n        for i in range(80):\n"
+        "            setattr(self, f'opt{i}', i)\n\n    def fit(self):\n"
+        "        for epoch in range(2):\n            self.feats = torch.tanh(w * (epoch + 1))\n"
+        "            for _ in range(2 if TAKEN else 1):\n"
+        "                (self.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "Trainer().fit()\n"),
+    "thread_local_once": (
+        "import threading\n\ntls = threading.local()\n\n\ndef step():\n"
+        "    (tls.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    tls.feats = torch.tanh(w * (epoch + 1))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
+    "four_deep_once": (
+        "for epoch in range(2):\n"
+        "    ctx = {'a': {'b': {'c': [torch.tanh(w * (epoch + 1))]}}}\n"
+        "    for _ in range(2 if TAKEN else 1):\n"
+        "        (ctx['a']['b']['c'][0] * 2).sum().backward(retain_graph=True)\n"),
+    "slots_dataclass_once": (
+        "import dataclasses\n\n\n@dataclasses.dataclass(slots=True)\nclass Batch:\n"
+        "    h: torch.Tensor\n\n\ndef step(b):\n"
+        "    (b.h * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    b = Batch(torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step(b)\n"),
+    "context_variable_once": (
+        "import contextvars\n\nfeats = contextvars.ContextVar('feats')\n\n\n"
+        "def step():\n    (feats.get() * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    feats.set(torch.tanh(w * (epoch + 1)))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"
@@ -1467,6 +1520,12 @@ ONCE_NO_LOOP = {
                        "        loss.backward(retain_graph=True)\n\n"
                        "    def fit(self):\n        for x in (1.0, 2.0):\n"
                        "            self.step(x)\n\n\nTrainer().fit()\n"),
+    # rev54a C1: a model that keeps an activation, handed to the step as a parameter
+    "activation_kept_by_a_model": (
+        "class Net(torch.nn.Module):\n    def forward(self, x):\n"
+        "        self.hidden = torch.tanh(w * x)\n        return self.hidden * 2\n\n\n"
+        "def train_step(m, x):\n    m(x).sum().backward(retain_graph=True)\n\n\n"
+        "model = Net()\nfor x in (1.0, 2.0):\n    train_step(model, x)\n"),
     "model_attributes": ("class Model:\n    def forward(self, x):\n"
                          "        self.fake = torch.tanh(w * x)\n\n"
                          "    def optimize(self, x):\n        self.forward(x)\n"

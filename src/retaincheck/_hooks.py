@@ -1488,7 +1488,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
 
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
     plain = (tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-             types.MethodType, dict, list, tuple, str, bytes, int, float)
+             types.MethodType, dict, list, tuple, str, bytes, int, float, bool, type(None))
 
     module_type = getattr(getattr(sys.modules["torch"], "nn", None), "Module", ())
 
@@ -1501,23 +1501,20 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
         # module's self.loss set by its forward in the loop is not made before it, rev51a
         # K1 lself, rev53a M1, M2)
         found: set[str] = set()
-        todo, budget = [(value, None, 2)], [512]
+        todo, budget = [(value, None, 4)], [2048]
         while todo:
             obj, attr, depth = todo.pop()
             if isinstance(obj, plain) or budget[0] < 0:
                 continue
-            try:
-                own = object.__getattribute__(obj, "__dict__")
-            except Exception:
+            pairs = _own_attributes(obj)
+            if pairs is None:
                 continue
-            if type(own) is not dict:
-                continue
-            pairs = list(own.items())[:64]
+            own = dict(pairs)
             if module_type and isinstance(obj, module_type):  # (its buffers, parameters,
                 for key in ("_buffers", "_parameters", "_modules"):  # modules: by name)
                     inner = own.get(key)
                     if type(inner) is dict:
-                        pairs += list(inner.items())[:64]
+                        pairs += list(inner.items())[:256]
             for a, v in pairs:
                 budget[0] -= 1
                 if a in ("_buffers", "_parameters", "_modules") or f"{name}.{a}" in found:
@@ -1582,6 +1579,36 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
     return found
 
 
+def _own_attributes(obj) -> list | None:
+    """An object's own attributes, (name, value) pairs: its ``__dict__`` and its
+    ``__slots__`` (a `@dataclass(slots=True)` batch, rev54b L1), read without its class's
+    code (no ``__getattr__``, no property); None for an object with neither."""
+    pairs = None
+    try:
+        if type(obj).__module__ == "_thread" and type(obj).__name__ == "_local":
+            own = obj.__dict__  # (this thread's: threading.local, rev54a N6)
+        else:
+            own = object.__getattribute__(obj, "__dict__")
+        if type(own) is dict:
+            pairs = list(own.items())[:256]
+    except Exception:
+        pass
+    try:
+        slots = [s for k in type(obj).__mro__ for s in (
+            (k.__dict__.get("__slots__", ()),) if isinstance(
+                k.__dict__.get("__slots__", ()), str) else k.__dict__.get("__slots__", ()))]
+    except Exception:
+        slots = []
+    for name in slots[:64]:
+        if name in ("__dict__", "__weakref__"):
+            continue
+        try:
+            pairs = (pairs or []) + [(name, object.__getattribute__(obj, name))]
+        except Exception:  # (a slot not set)
+            pass
+    return pairs
+
+
 def _installed(module) -> bool:
     """Whether a module is the standard library's or an installed package's (not the
     program's own): its file lies under Python's prefix or a site-packages folder."""
@@ -1592,7 +1619,7 @@ def _installed(module) -> bool:
         (sys.base_prefix, sys.prefix, sys.exec_prefix))
 
 
-def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
+def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
     """Whether ``value`` is a tensor with a graph, or holds one: in a dict, list, tuple, set or
     deque (nested), a dataclass, a named tuple or a ``SimpleNamespace`` (a batch), a class's
     own attributes (a namespace), a ``functools.partial``'s arguments, a
@@ -1614,7 +1641,7 @@ def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
             return False
         return bool(own) and depth > 0 and any(
             _holds(v, tensor, depth - 1, budget) for v in list(own.values())[:16])
-    budget = [256] if budget is None else budget  # (values looked at, for one value)
+    budget = [1024] if budget is None else budget  # (values looked at, for one value)
     budget[0] -= 1
     if depth == 0 or budget[0] < 0:
         return False
@@ -1633,7 +1660,12 @@ def _holds(value, tensor, depth: int = 3, budget: list | None = None) -> bool:
                 except ValueError:  # (an empty cell)
                     pass
         elif dataclasses.is_dataclass(kind) or kind is types.SimpleNamespace:
-            inner = list(object.__getattribute__(value, "__dict__").values())[:64]
+            inner = [v for _, v in _own_attributes(value) or ()]
+        elif kind is types.MethodType:  # (a bound method kept as a callback: its object's
+            # attributes, its function's closure, rev54a N3)
+            inner = [v for _, v in _own_attributes(value.__self__) or ()] + [value.__func__]
+        elif kind.__name__ == "ContextVar" and kind.__module__ == "_contextvars":
+            inner = [value.get(None)]  # (its value in this context, rev54b L1)
         elif kind is type and value.__module__ not in ("builtins", "torch") and not (
                 value.__module__.startswith("torch.")):
             # (a class used as a namespace: `Cache.feats = ...`, rev52a L1 g_clsattr; its

@@ -786,18 +786,20 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             # object: a queue.Queue's items, rev53b K3), where the loop calls neither the
             # object nor a method of it)
             sets = [id(n) in inside for n in own if _sets_attribute(n, attr)]
-            setters = {f.name for f in ast.walk(tree) if isinstance(f, _SCOPES[:2])
+            # (set anew by a function that sets it on every call: not under an `if`, a loop
+            # or an `except`, as a memoizing getter's `if self.at != epoch:` is, rev54a N1,
+            # rev54b L1 s_lazy)
+            setters = [f for f in ast.walk(tree) if isinstance(f, _SCOPES[:2])
                        and f is not scope and any(
-                           _sets_attribute(n, attr, constants=False) for n in ast.walk(f))}
+                           _sets_attribute(n, attr, constants=False) for n in ast.walk(f))]
             if any(sets):
                 continue
+            reached, called = _reached(tree, loop, base)
             if sets or setters:
-                if not setters & _reached(tree, loop, base):
+                if not {f.name for f in setters if any(_sets_attribute(
+                        n, attr, constants=False) for n in _unconditional(f))} & reached:
                     names.add(user or base)
-            elif not any(isinstance(c, ast.Call) and (
-                    isinstance(c.func, ast.Name) and c.func.id == base
-                    or isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)
-                    and c.func.value.id == base) for c in ast.walk(loop)):
+            elif not called:
                 names.add(user or base)
             continue
         if user and not attr and user in used and base not in stored:
@@ -821,44 +823,96 @@ def _sets_attribute(node, attr: str, constants: bool = True) -> bool:
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         if not constants and isinstance(node.value, ast.Constant):
             return False
-        for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+        todo = list(node.targets if isinstance(node, ast.Assign) else [node.target])
+        while todo:  # (`self.feats, self.at = ...`: each of a tuple's targets)
+            t = todo.pop()
+            if isinstance(t, (ast.Tuple, ast.List)):
+                todo.extend(t.elts)
+                continue
+            if isinstance(t, ast.Starred):
+                t = t.value
             if isinstance(t, ast.Subscript):
                 t = t.value
             if isinstance(t, ast.Attribute) and t.attr == attr:
                 return True
         return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+            node.func.id == "setattr") and len(node.args) == 3:
+        # `setattr(self, "feats", ...)` (rev54a N2)
+        name, value = node.args[1], node.args[2]
+        return isinstance(name, ast.Constant) and name.value == attr and (
+            constants or not isinstance(value, ast.Constant))
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
         node.func.attr in _MUTATORS) and isinstance(node.func.value, ast.Attribute) and (
         node.func.value.attr == attr)
 
 
-def _reached(tree, node, owner: str) -> set[str]:
+def _unconditional(function) -> list:
+    """The nodes of a function's own code that run on every call of it: not under an
+    ``if``, a loop, a ``try``'s handlers or a ``match``; not in a function inside it."""
+    found, todo = [], list(function.body)
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (*_SCOPES, ast.ExceptHandler)) or isinstance(node, (
+                    ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp)) and child not in (
+                    getattr(node, "test", None), getattr(node, "iter", None)):
+                continue
+            if type(node).__name__ == "Match" and child is not node.subject:
+                continue
+            todo.append(child)
+    return found
+
+
+def _reached(tree, node, owner: str) -> tuple[set[str], bool]:
     """The names of the functions of ``tree`` that ``node``'s calls may reach by name
-    (``step()``, ``self.step()``, and what those call in turn); a call of the object
-    ``owner`` itself, or of an attribute of it that is no function of the file
-    (`loss_module(f)`, `self.model(x)`: an object's ``__call__``), reaches every
-    ``forward`` and ``__call__``."""
+    (``step()``, ``self.step()``, and what those call in turn), and whether they call the
+    object ``owner`` or a method of it: by its name, or by the parameter a call of the
+    file's function hands it to (`train_step(model, x)` then `m(x)`, rev54a C1). A call of
+    the object, or of an attribute of it that is no function of the file (`loss_module(f)`,
+    `self.model(x)`: an object's ``__call__``), reaches every ``forward`` and
+    ``__call__``."""
     defined: dict[str, list] = {}
     for f in ast.walk(tree):
         if isinstance(f, _SCOPES[:2]):
             defined.setdefault(f.name, []).append(f)
     found: set[str] = set()
-    todo = [node]
+    called = False
+    seen: set[tuple] = set()
+    todo = [(node, frozenset({owner}))]
     while todo:
-        for call in ast.walk(todo.pop()):
+        where, aliases = todo.pop()
+        for call in ast.walk(where):
             if not isinstance(call, ast.Call):
                 continue
             name, func = _called_name(call), call.func
-            if name not in defined and (isinstance(func, ast.Name) and func.id == owner or (
-                    isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                    and func.value.id == owner)):
+            on_owner = isinstance(func, ast.Name) and func.id in aliases or (
+                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id in aliases)
+            called = called or on_owner
+            if name not in defined and on_owner:
                 more = {"forward", "__call__"}
             else:
                 more = {name} if name in defined else set()
-            for callee in more - found:
+            for callee in more:
+                for f in defined.get(callee, ()):
+                    # (the parameters the call hands the object to; a method's self when
+                    # called on it)
+                    params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
+                    args = list(call.args)
+                    if isinstance(func, ast.Attribute) and params:
+                        args = [func.value, *args]
+                    passed = {p for p, a in zip(params, args, strict=False)
+                              if isinstance(a, ast.Name) and a.id in aliases} | {
+                        k.arg for k in call.keywords if k.arg and isinstance(
+                            k.value, ast.Name) and k.value.id in aliases}
+                    key = (id(f), frozenset(passed))
+                    if key not in seen:
+                        seen.add(key)
+                        todo.append((f, frozenset(passed) | {owner}))
                 found.add(callee)
-                todo.extend(defined.get(callee, ()))
-    return found
+    return found, called
 
 
 def _repeated(node) -> list:
