@@ -1578,6 +1578,63 @@ def test_another_modules_attribute_set_before_the_loop_keeps_the_site(tmp_path, 
     assert site.ran_once_in_a_loop, report.format()
 
 
+def test_a_trainer_of_another_file_that_prepares_the_features_keeps_the_site(
+        tmp_path, monkeypatch):
+    """rev54b D1: the Trainer lives in trainer_d1.py, whose prepare() sets self.feats once
+    per epoch; train.py's inner loop calls its step(), which walks them. The class's file is
+    searched for what sets the attribute: kept."""
+    module = tmp_path / "trainer_d1.py"
+    trainer = ("import torch\n\n\nclass Trainer:\n    def prepare(self, w, epoch):\n"
+               "        self.feats = torch.tanh(w * (epoch + 1))\n\n    def step(self):\n"
+               "        (self.feats * 2).sum().backward(retain_graph=True)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = ("import torch\n\nfrom trainer_d1 import Trainer\n\nTAKEN = False\n"
+              "w = torch.ones(3, requires_grad=True)\ntr = Trainer()\n"
+              "for epoch in range(2):\n    tr.prepare(w, epoch)\n"
+              "    for _ in range(2 if TAKEN else 1):\n        tr.step()\nresult = [w.grad]\n")
+    path, taken = tmp_path / "train.py", source.replace("TAKEN = False", "TAKEN = True")
+    path.write_text(source)
+    runs = []
+    try:
+        for text, program, audited in ((trainer, source, True), (trainer, taken, False), (
+                trainer.replace("retain_graph=True", ""), taken, False)):
+            module.write_text(text)
+            sys.modules.pop("trainer_d1", None)
+            runs.append(run_fixture(path, program, audited=audited))
+    finally:
+        sys.modules.pop("trainer_d1", None)
+    (_, report), (with_flag, _), (without, _) = runs
+    assert isinstance(with_flag, list) and isinstance(without, RuntimeError)  # the truth
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site.ran_once_in_a_loop, report.format()
+
+
+def test_a_model_of_another_file_that_keeps_an_activation_is_not_needed(tmp_path,
+                                                                         monkeypatch):
+    """rev54a C1 (cost): the model, in nets_c1.py, keeps its activation in forward; the
+    step gets it as a parameter and calls it: a fresh graph each batch, "not needed", as
+    the truth says."""
+    (tmp_path / "nets_c1.py").write_text(
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self, w):\n"
+        "        super().__init__()\n        self.w = w\n\n    def forward(self, x):\n"
+        "        self.hidden = torch.tanh(self.w * x)\n        return self.hidden * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = ("import torch\n\nfrom nets_c1 import Net\n\n"
+              "w = torch.ones(3, requires_grad=True)\nmodel = Net(w)\n\n\n"
+              "def train_step(m, x):\n    m(x).sum().backward(retain_graph=True)\n\n\n"
+              "for x in (1.0, 2.0):\n    train_step(model, x)\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    try:
+        outcome, report = run_fixture(path, source, audited=True)
+        without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
+    finally:
+        sys.modules.pop("nets_c1", None)
+    assert same(without, outcome)  # the truth: the flag changes nothing
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()
+
+
 def test_a_backward_whose_inputs_left_out_what_a_later_pass_walks_is_kept(tmp_path):
     """rev52b I1: `backward(retain_graph=True, inputs=head_params)`, then a pass through the
     features behind it, which that call did not run; with `inputs=None` (another option) it

@@ -1515,12 +1515,16 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                     inner = own.get(key)
                     if type(inner) is dict:
                         pairs += list(inner.items())[:256]
+            # (and the file of the program's that defines its class, whose methods may set
+            # it: a Trainer of trainer.py run by train.py's loop, rev54b D1)
+            where = _class_file(type(obj))
             for a, v in pairs:
                 budget[0] -= 1
-                if a in ("_buffers", "_parameters", "_modules") or f"{name}.{a}" in found:
+                if a in ("_buffers", "_parameters", "_modules") or any(
+                        f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
                 if _holds(v, tensor, budget=budget):
-                    found.add(f"{name}.{a}")
+                    found.add(f"{name}.{a}\0{where}" if where else f"{name}.{a}")
                 elif depth and not isinstance(v, plain):
                     todo.append((v, a, depth - 1))
         return sorted(found)
@@ -1607,6 +1611,15 @@ def _own_attributes(obj) -> list | None:
         except Exception:  # (a slot not set)
             pass
     return pairs
+
+
+def _class_file(kind) -> str | None:
+    """The file of the program's own module that defines a class (not the standard
+    library's or an installed package's), or None."""
+    module = sys.modules.get(getattr(kind, "__module__", None) or "")
+    if module is None or _installed(module):
+        return None
+    return getattr(module, "__file__", None)
 
 
 def _installed(module) -> bool:

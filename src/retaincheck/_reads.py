@@ -774,6 +774,7 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             and id(n) not in inside and n is not scope)
     names = used & held
     for dotted in held:
+        dotted, _, where = dotted.partition("\0")  # (the file of the holder's class)
         user, _, path = dotted.rpartition(":")  # (`fn:obj.attr`: what a function reads)
         base, _, attr = path.partition(".")
         if attr and (user or base) in used and (base not in stored or user):
@@ -789,12 +790,16 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             # (set anew by a function that sets it on every call: not under an `if`, a loop
             # or an `except`, as a memoizing getter's `if self.at != epoch:` is, rev54a N1,
             # rev54b L1 s_lazy)
-            setters = [f for f in ast.walk(tree) if isinstance(f, _SCOPES[:2])
+            trees = [tree]
+            if where and os.path.realpath(where) != os.path.realpath(path):
+                other = _tree(where)
+                trees += [other] if other is not None else []
+            setters = [f for t in trees for f in ast.walk(t) if isinstance(f, _SCOPES[:2])
                        and f is not scope and any(
                            _sets_attribute(n, attr, constants=False) for n in ast.walk(f))]
             if any(sets):
                 continue
-            reached, called = _reached(tree, loop, base)
+            reached, called = _reached(trees, loop, base)
             if sets or setters:
                 if not {f.name for f in setters if any(_sets_attribute(
                         n, attr, constants=False) for n in _unconditional(f))} & reached:
@@ -865,18 +870,20 @@ def _unconditional(function) -> list:
     return found
 
 
-def _reached(tree, node, owner: str) -> tuple[set[str], bool]:
-    """The names of the functions of ``tree`` that ``node``'s calls may reach by name
-    (``step()``, ``self.step()``, and what those call in turn), and whether they call the
+def _reached(trees, node, owner: str) -> tuple[set[str], bool]:
+    """The names of the functions of ``trees`` (a file, and the files of its objects'
+    classes) that ``node``'s calls may reach by name (``step()``, ``self.step()``, and what
+    those call in turn), and whether they call the
     object ``owner`` or a method of it: by its name, or by the parameter a call of the
     file's function hands it to (`train_step(model, x)` then `m(x)`, rev54a C1). A call of
     the object, or of an attribute of it that is no function of the file (`loss_module(f)`,
     `self.model(x)`: an object's ``__call__``), reaches every ``forward`` and
     ``__call__``."""
     defined: dict[str, list] = {}
-    for f in ast.walk(tree):
-        if isinstance(f, _SCOPES[:2]):
-            defined.setdefault(f.name, []).append(f)
+    for tree in trees:
+        for f in ast.walk(tree):
+            if isinstance(f, _SCOPES[:2]):
+                defined.setdefault(f.name, []).append(f)
     found: set[str] = set()
     called = False
     seen: set[tuple] = set()
