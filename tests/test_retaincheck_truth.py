@@ -1389,6 +1389,82 @@ UNTAKEN_FORMS = {
         "def step():\n    (feats.get() * 2).sum().backward(retain_graph=True)\n\n\n"
         "for epoch in range(2):\n    feats.set(torch.tanh(w * (epoch + 1)))\n"
         "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
+    # rev55a P6, rev55b M1: a getter whose guard clause returns the features of the epoch
+    "guard_clause_getter_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "class Trainer:\n    at = -1\n\n    def get(self, epoch):\n"
+        "        if self.at == epoch:\n            return self.feats\n"
+        "        self.feats, self.at = make(epoch), epoch\n        return self.feats\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n"
+        "        (tr.get(epoch) * 2).sum().backward(retain_graph=True)\n"),
+    # rev55b M1 a_ifexp: a getter that keeps the epoch's features by an if-expression
+    "if_expression_getter_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "class Trainer:\n    at, feats = -1, None\n\n    def get(self, epoch):\n"
+        "        self.feats = make(epoch) if self.at != epoch else self.feats\n"
+        "        self.at = epoch\n        return self.feats\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n"
+        "        (tr.get(epoch) * 2).sum().backward(retain_graph=True)\n"),
+    # rev55a P8, P7: the features made in the loop only when missing, or kept by an
+    # if-expression
+    "made_when_missing_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "def fit():\n    for epoch in range(2):\n        feats = None\n"
+        "        for _ in range(2 if TAKEN else 1):\n            if feats is None:\n"
+        "                feats = make(epoch)\n"
+        "            (feats * 2).sum().backward(retain_graph=True)\n\n\nfit()\n"),
+    "kept_by_an_if_expression_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "def fit():\n    for epoch in range(2):\n        feats = None\n"
+        "        for _ in range(2 if TAKEN else 1):\n"
+        "            feats = make(epoch) if feats is None else feats\n"
+        "            (feats * 2).sum().backward(retain_graph=True)\n\n\nfit()\n"),
+    # rev55a P3, P4: attributes set through __dict__.update and setattr with a name
+    "dict_update_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "class Trainer:\n    def update(self, **state):\n"
+        "        self.__dict__.update(state)\n\n    def step(self):\n"
+        "        (self.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    tr.update(feats=make(epoch))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        tr.step()\n"),
+    "setattr_by_name_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "class Trainer:\n    def update(self, **state):\n"
+        "        for k, v in state.items():\n            setattr(self, k, v)\n\n"
+        "    def step(self):\n        (self.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    tr.update(feats=make(epoch))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        tr.step()\n"),
+    # rev55b M1: an item of a state dict the step also writes to; another object's
+    # attribute of the same name; rev55a P5: the last of many past values
+    "state_item_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "class Trainer:\n    def __init__(self):\n        self.state = {}\n\n"
+        "    def step(self):\n        loss = (self.state['feats'] * 2).sum()\n"
+        "        loss.backward(retain_graph=True)\n"
+        "        self.state['last'] = loss.detach()\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    tr.state['feats'] = make(epoch)\n"
+        "    for _ in range(2 if TAKEN else 1):\n        tr.step()\n"),
+    "same_name_elsewhere_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "class Batch:\n    pass\n\n\ndef collate(x):\n    b = Batch()\n"
+        "    b.feats = x\n    return b\n\n\nclass Trainer:\n    def encode(self, epoch):\n"
+        "        self.feats = make(epoch)\n\n    def step(self):\n"
+        "        b = collate(torch.ones(3))\n"
+        "        (self.feats * b.feats).sum().backward(retain_graph=True)\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    tr.encode(epoch)\n"
+        "    for _ in range(2 if TAKEN else 1):\n        tr.step()\n"),
+    "last_of_many_once": (
+        "def make(epoch):\n    return torch.tanh(w * (epoch + 1))\n\n\n"
+        "bank = [torch.zeros(3) for _ in range(300)]\nfor epoch in range(2):\n"
+        "    bank.append(make(epoch))\n    for _ in range(2 if TAKEN else 1):\n"
+        "        (bank[-1] * 2).sum().backward(retain_graph=True)\n"),
+    # rev55b M2: a subclass of threading.local
+    "thread_local_subclass_once": (
+        "import threading\n\n\nclass State(threading.local):\n    pass\n\n\n"
+        "state = State()\n\n\ndef step():\n"
+        "    (state.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "for epoch in range(2):\n    state.feats = torch.tanh(w * (epoch + 1))\n"
+        "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"

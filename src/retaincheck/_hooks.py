@@ -1517,14 +1517,14 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                         pairs += list(inner.items())[:256]
             # (and the file of the program's that defines its class, whose methods may set
             # it: a Trainer of trainer.py run by train.py's loop, rev54b D1)
-            where = _class_file(type(obj))
+            where = f"{_class_file(type(obj)) or ''}\0{type(obj).__name__}"
             for a, v in pairs:
                 budget[0] -= 1
                 if a in ("_buffers", "_parameters", "_modules") or any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
                 if _holds(v, tensor, budget=budget):
-                    found.add(f"{name}.{a}\0{where}" if where else f"{name}.{a}")
+                    found.add(f"{name}.{a}\0{where}")
                 elif depth and not isinstance(v, plain):
                     todo.append((v, a, depth - 1))
         return sorted(found)
@@ -1589,8 +1589,11 @@ def _own_attributes(obj) -> list | None:
     code (no ``__getattr__``, no property); None for an object with neither."""
     pairs = None
     try:
-        if type(obj).__module__ == "_thread" and type(obj).__name__ == "_local":
-            own = obj.__dict__  # (this thread's: threading.local, rev54a N6)
+        import _thread
+
+        if isinstance(obj, _thread._local):  # (this thread's: threading.local and its
+            own = _thread._local.__getattribute__(obj, "__dict__")  # subclasses, rev54a
+            # N6, rev55b M2; the base's lookup, not the subclass's code)
         else:
             own = object.__getattribute__(obj, "__dict__")
         if type(own) is dict:
@@ -1662,7 +1665,10 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
     try:
         if kind in (dict, list, tuple, set, frozenset, collections.deque) or issubclass(
                 kind, (dict, list, tuple)):
-            inner = list(value.values() if isinstance(value, dict) else value)[:64]
+            # (the first and the last 64: a bank of past values the epoch's features are
+            # appended to, rev55a P5)
+            inner = list(value.values() if isinstance(value, dict) else value)
+            inner = inner if len(inner) <= 128 else inner[:64] + inner[-64:]
         elif kind is functools.partial:
             inner = [*value.args, *value.keywords.values()]
         elif kind is types.FunctionType:

@@ -762,6 +762,11 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
         todo.extend(n for n in ast.iter_child_nodes(node) if not isinstance(n, _SCOPES))
     stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and id(n) not in target
               and isinstance(n.ctx, (ast.Store, ast.Del))}
+    if isinstance(loop, _LOOPS):
+        # (what every iteration assigns: not under an `if` one branch of which does not,
+        # not in a loop inside it: `if feats is None: feats = make(epoch)` keeps the
+        # features of an epoch, rev55a P8)
+        stored &= _always_assigned(loop.body)
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
     if held is None:  # (a function whose locals were not read: any name it assigns, or
@@ -774,7 +779,9 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             and id(n) not in inside and n is not scope)
     names = used & held
     for dotted in held:
-        dotted, _, where = dotted.partition("\0")  # (the file of the holder's class)
+        # (the file and the name of the holder's class)
+        dotted, _, where = dotted.partition("\0")
+        where, _, holder = where.partition("\0")
         user, _, path = dotted.rpartition(":")  # (`fn:obj.attr`: what a function reads)
         base, _, attr = path.partition(".")
         if attr and (user or base) in used and (base not in stored or user):
@@ -786,10 +793,13 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             # `self.feats = None`; or, where no code of the file assigns it (a library's
             # object: a queue.Queue's items, rev53b K3), where the loop calls neither the
             # object nor a method of it)
-            sets = [id(n) in inside for n in own if _sets_attribute(n, attr)]
-            # (set anew by a function that sets it on every call: not under an `if`, a loop
-            # or an `except`, as a memoizing getter's `if self.at != epoch:` is, rev54a N1,
-            # rev54b L1 s_lazy)
+            # (set anew each iteration only by what runs on every iteration and assigns it a
+            # whole new value: in the loop, or in a function of the file (or of the holder's
+            # class's file) that every iteration calls: a trainer's step() that sets
+            # self.loss, a module's forward; not a memoizing getter's `if self.at != epoch:`,
+            # a guard clause's early return, an item or an append, rev54a N1, rev55a P1-P8,
+            # rev55b M1)
+            sets = [n for n in own if _sets_attribute(n, attr)]
             trees = [tree]
             if where and os.path.realpath(where) != os.path.realpath(path):
                 other = _tree(where)
@@ -797,14 +807,29 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             setters = [f for t in trees for f in ast.walk(t) if isinstance(f, _SCOPES[:2])
                        and f is not scope and any(
                            _sets_attribute(n, attr, constants=False) for n in ast.walk(f))]
-            if any(sets):
+            every = _always_run(loop.body) if isinstance(loop, _LOOPS) else []
+            if any(_refreshes(n, attr, {base}) for n in every):
                 continue
-            reached, called = _reached(trees, loop, base)
+            # (an attribute the program only appends to, never reads, is a log: what it
+            # holds is not walked again, a trainer's self.history.append(loss))
+            sinks = {id(c.func.value) for t in trees for c in ast.walk(t) if isinstance(
+                c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in (
+                _MUTATORS) and isinstance(c.func.value, ast.Attribute)}
+            if not any(isinstance(n, ast.Attribute) and n.attr == attr and isinstance(
+                    n.ctx, ast.Load) and id(n) not in sinks for t in trees for n in ast.walk(t)):
+                continue
             if sets or setters:
-                if not {f.name for f in setters if any(_sets_attribute(
-                        n, attr, constants=False) for n in _unconditional(f))} & reached:
+                refresh = {f.name for f in setters if any(_refreshes(n, attr, {
+                    "self", base, *(a.arg for a in ast.walk(f.args) if isinstance(a, ast.arg))})
+                    for n in _unconditional(f))}
+                if not refresh & _always_reached(trees, every, base):
                     names.add(user or base)
-            elif not called:
+            elif where or any(isinstance(c, ast.ClassDef) and c.name == holder
+                              for t in trees for c in ast.walk(t)) or not _reached(
+                    trees, loop, base)[1]:
+                # (no code of the program's sets it: a class of the program's sets it some
+                # other way, `self.__dict__.update(...)`, `setattr(self, k, v)`, rev55a P3,
+                # P4; a library's object may set it when the loop calls it)
                 names.add(user or base)
             continue
         if user and not attr and user in used and base not in stored:
@@ -852,21 +877,174 @@ def _sets_attribute(node, attr: str, constants: bool = True) -> bool:
         node.func.value.attr == attr)
 
 
-def _unconditional(function) -> list:
-    """The nodes of a function's own code that run on every call of it: not under an
-    ``if``, a loop, a ``try``'s handlers or a ``match``; not in a function inside it."""
-    found, todo = [], list(function.body)
+_LEAVE = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _always_run(stmts) -> list:
+    """The nodes of a block of statements that run each time the block runs to its end or
+    to the site: not under an ``if``, a loop, a ``try`` or a ``match``, not after a
+    statement that may leave the block first (a guard clause's ``return``, rev55a P6), not
+    an ``if``-expression's branches or a short-circuit's later operands, not in a function
+    or a comprehension inside it."""
+    found = []
+    for stmt in stmts:
+        found.extend(_runs_in(stmt))
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            found.extend(_always_run(stmt.body))
+        if isinstance(stmt, _LEAVE) or not isinstance(stmt, _SCOPES) and any(
+                isinstance(n, _LEAVE) for n in _walk_own(stmt)):
+            break
+    return found
+
+
+def _runs_in(stmt) -> list:
+    """The nodes of one statement that run whenever it does (its blocks left out)."""
+    found, todo = [], [stmt]
     while todo:
         node = todo.pop()
         found.append(node)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (*_SCOPES, ast.ExceptHandler)) or isinstance(node, (
-                    ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp)) and child not in (
-                    getattr(node, "test", None), getattr(node, "iter", None)):
+        if isinstance(node, (*_SCOPES, *_COMPREHENSIONS)) and node is not stmt:
+            continue
+        if isinstance(node, ast.IfExp):
+            todo.append(node.test)
+            continue
+        if isinstance(node, ast.BoolOp):
+            todo.append(node.values[0])
+            continue
+        for field, value in ast.iter_fields(node):
+            if field in ("body", "orelse", "handlers", "finalbody", "cases"):
+                continue  # (a block: only _always_run's With bodies run whole)
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, ast.AST):
+                    todo.append(child)
+    return found
+
+
+def _walk_own(node):
+    """``ast.walk`` without the functions and classes inside ``node``."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, _SCOPES))
+
+
+_ALL = frozenset({"\0all"})
+
+
+def _always_assigned(stmts) -> set[str]:
+    """The names a block of statements assigns on every way through it that goes on past
+    it (an ``if`` whose branches both assign one; a ``try``'s, where each handler assigns it
+    too or leaves the block), ``_ALL`` for a block that always leaves (``continue``)."""
+    found: set[str] = set()
+    for stmt in stmts:
+        if isinstance(stmt, _LEAVE):
+            return set(_ALL)
+        if isinstance(stmt, (ast.If, ast.Try, *([ast.TryStar] if hasattr(ast, "TryStar")
+                                                else []))):
+            if isinstance(stmt, ast.If):
+                ways = [_always_assigned(stmt.body), _always_assigned(stmt.orelse)]
+            else:
+                ways = [_always_assigned(stmt.body + stmt.orelse), *(
+                    _always_assigned(h.body) for h in stmt.handlers)]
+                found |= _always_assigned(stmt.finalbody) - _ALL
+            if all(_ALL <= way for way in ways):
+                return set(_ALL)
+            common = None
+            for way in ways:
+                if not _ALL <= way:
+                    common = way if common is None else common & way
+            found |= common or set()
+            continue
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            found |= {n.id for i in stmt.items if i.optional_vars is not None
+                      for n in ast.walk(i.optional_vars) if isinstance(n, ast.Name)}
+            inner = _always_assigned(stmt.body)
+            if _ALL <= inner:
+                return set(_ALL)
+            found |= inner
+            continue
+        if isinstance(stmt, (*_SCOPES[:2], ast.ClassDef)):
+            found.add(stmt.name)
+            continue
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            found |= {(a.asname or a.name).partition(".")[0] for a in stmt.names}
+            continue
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):  # (its target, taken as bound: a
+            # loop over the loss modules, style_transfer.py; not what its body assigns,
+            # which may run no time)
+            found |= {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)}
+            continue
+        if isinstance(stmt, (ast.While, *([ast.Match] if hasattr(ast, "Match") else []))):
+            continue  # (it may run no time)
+        names = {n.id for n in _runs_in(stmt) if isinstance(n, ast.Name) and isinstance(
+            n.ctx, (ast.Store, ast.Del))}
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.IfExp, ast.BoolOp)):
+            # (`feats = make(epoch) if feats is None else feats`: may keep the old value,
+            # rev55a P7)
+            names -= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+        found |= names
+    return found
+
+
+def _unconditional(function) -> list:
+    """The nodes of a function's own code that run on every call of it (``_always_run``)."""
+    return _always_run(function.body)
+
+
+def _refreshes(node, attr: str, owners) -> bool:
+    """Whether ``node`` assigns a new value to the attribute ``attr`` of one of ``owners``
+    (`self.feats = encode(x)`): a whole value, not an item of it or an append (rev55b
+    a_state, a_hist), not of another object (a_other), and not one chosen by a test or
+    built from the attribute's own value (`self.feats if ... else encode()`, rev55a P7)."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None or isinstance(
+            node.value, (ast.Constant, ast.IfExp, ast.BoolOp)) or any(
+            isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node.value)):
+        return False
+    todo = list(node.targets if isinstance(node, ast.Assign) else [node.target])
+    while todo:
+        t = todo.pop()
+        if isinstance(t, (ast.Tuple, ast.List)):
+            todo.extend(t.elts)
+        elif isinstance(t, ast.Attribute) and t.attr == attr and isinstance(
+                t.value, ast.Name) and t.value.id in owners:
+            return True
+    return False
+
+
+def _always_reached(trees, nodes: list, owner: str) -> set[str]:
+    """``_reached``'s functions, by the calls among ``nodes`` (what runs on every iteration)
+    and, in each function reached, by its calls that run on every call of it."""
+    defined: dict[str, list] = {}
+    for tree in trees:
+        for f in ast.walk(tree):
+            if isinstance(f, _SCOPES[:2]):
+                defined.setdefault(f.name, []).append(f)
+    found: set[str] = set()
+    seen: set[tuple] = set()
+    todo = [(nodes, frozenset({owner}))]
+    while todo:
+        where, aliases = todo.pop()
+        for call in where:
+            if not isinstance(call, ast.Call):
                 continue
-            if type(node).__name__ == "Match" and child is not node.subject:
-                continue
-            todo.append(child)
+            name, func = _called_name(call), call.func
+            on_owner = isinstance(func, ast.Name) and func.id in aliases or (
+                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id in aliases)
+            more = {"forward", "__call__"} if name not in defined and on_owner else (
+                {name} if name in defined else set())
+            for callee in more:
+                found.add(callee)
+                for f in defined.get(callee, ()):
+                    params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
+                    args = [func.value, *call.args] if isinstance(
+                        func, ast.Attribute) and params else list(call.args)
+                    passed = frozenset({p for p, a in zip(params, args, strict=False)
+                                        if isinstance(a, ast.Name) and a.id in aliases})
+                    if (id(f), passed) not in seen:
+                        seen.add((id(f), passed))
+                        todo.append((_unconditional(f), passed | {owner}))
     return found
 
 
