@@ -1560,8 +1560,15 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
     # (with no __torch_function__ on the way: a tensor subclass's, a mode's, would see the
     # reads of grad_fn here, rev52b E2)
     quiet = getattr(sys.modules["torch"]._C, "DisableTorchFunction", contextlib.nullcontext)
+    # (up to the test runner's code: _audit._up_to_runner stops the loop search there, and
+    # its objects are large: pytest's session, config, items)
+    runner = tuple(os.path.dirname(module.__file__) + os.sep for module in map(
+        sys.modules.get, ("_pytest", "pluggy", "xdist", "execnet"))
+        if isinstance(getattr(module, "__file__", None), str))
     found, f = [], frame
     while f is not None and len(found) < count:
+        if runner and f.f_code.co_filename.startswith(runner):
+            break
         items = _read_locals(f)
         if items is None:
             found.append(None)
