@@ -1465,6 +1465,15 @@ UNTAKEN_FORMS = {
         "    (state.feats * 2).sum().backward(retain_graph=True)\n\n\n"
         "for epoch in range(2):\n    state.feats = torch.tanh(w * (epoch + 1))\n"
         "    for _ in range(2 if TAKEN else 1):\n        step()\n"),
+    # rev56a N1, rev56b F1, F2: a name rebound to a value built from its own in the loop
+    "rebound_to_itself_once": (
+        "def main():\n    for epoch in range(2):\n        feats = torch.tanh(w * (epoch + 1))\n"
+        "        for _ in range(2 if TAKEN else 1):\n            feats = feats.to('cpu')\n"
+        "            (feats * 2).sum().backward(retain_graph=True)\n\n\nmain()\n"),
+    "running_state_once": (
+        "def main():\n    for epoch in range(2):\n        state = torch.tanh(w * (epoch + 1))\n"
+        "        for _ in range(2 if TAKEN else 1):\n            state = 0.9 * state + w\n"
+        "            state.sum().backward(retain_graph=True)\n\n\nmain()\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"

@@ -766,7 +766,9 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
         # (what every iteration assigns: not under an `if` one branch of which does not,
         # not in a loop inside it: `if feats is None: feats = make(epoch)` keeps the
         # features of an epoch, rev55a P8)
-        stored &= _always_assigned(loop.body)
+        stored &= _always_assigned(loop.body, frozenset(
+            n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)) if isinstance(
+            loop, (ast.For, ast.AsyncFor)) else frozenset())
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
     if held is None:  # (a function whose locals were not read: any name it assigns, or
@@ -932,22 +934,26 @@ def _walk_own(node):
 _ALL = frozenset({"\0all"})
 
 
-def _always_assigned(stmts) -> set[str]:
-    """The names a block of statements assigns on every way through it that goes on past
-    it (an ``if`` whose branches both assign one; a ``try``'s, where each handler assigns it
-    too or leaves the block), ``_ALL`` for a block that always leaves (``continue``)."""
-    found: set[str] = set()
+def _always_assigned(stmts, fresh=frozenset()) -> set[str]:
+    """The names a block of statements gives a new value on every way through it that goes
+    on past it (an ``if`` whose branches both assign one; a ``try``'s, where each handler
+    assigns it too or leaves the block), ``_ALL`` for a block that always leaves
+    (``continue``). A value built from the name's own (`feats = feats.to(device)`,
+    `state = 0.9 * state + x`, `x += y`, rev56b F1, F2) is new only where the name already
+    was (``fresh``: a loop's target) or its own is detached first (`h = h.detach()`)."""
+    found: set[str] = set(fresh)
     for stmt in stmts:
         if isinstance(stmt, _LEAVE):
             return set(_ALL)
         if isinstance(stmt, (ast.If, ast.Try, *([ast.TryStar] if hasattr(ast, "TryStar")
                                                 else []))):
             if isinstance(stmt, ast.If):
-                ways = [_always_assigned(stmt.body), _always_assigned(stmt.orelse)]
+                ways = [_always_assigned(stmt.body, found),
+                        _always_assigned(stmt.orelse, found)]
             else:
-                ways = [_always_assigned(stmt.body + stmt.orelse), *(
-                    _always_assigned(h.body) for h in stmt.handlers)]
-                found |= _always_assigned(stmt.finalbody) - _ALL
+                ways = [_always_assigned(stmt.body + stmt.orelse, found), *(
+                    _always_assigned(h.body, found) for h in stmt.handlers)]
+                found |= _always_assigned(stmt.finalbody, found) - _ALL
             if all(_ALL <= way for way in ways):
                 return set(_ALL)
             common = None
@@ -959,7 +965,7 @@ def _always_assigned(stmts) -> set[str]:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             found |= {n.id for i in stmt.items if i.optional_vars is not None
                       for n in ast.walk(i.optional_vars) if isinstance(n, ast.Name)}
-            inner = _always_assigned(stmt.body)
+            inner = _always_assigned(stmt.body, found)
             if _ALL <= inner:
                 return set(_ALL)
             found |= inner
@@ -979,11 +985,19 @@ def _always_assigned(stmts) -> set[str]:
             continue  # (it may run no time)
         names = {n.id for n in _runs_in(stmt) if isinstance(n, ast.Name) and isinstance(
             n.ctx, (ast.Store, ast.Del))}
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.IfExp, ast.BoolOp)):
-            # (`feats = make(epoch) if feats is None else feats`: may keep the old value,
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, ast.AugAssign):
+            own = names
+        elif isinstance(value, ast.AST):
+            # (`feats = make(epoch) if feats is None else feats` keeps the old value too,
             # rev55a P7)
-            names -= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
-        found |= names
+            cut = {id(n.value) for n in ast.walk(value) if isinstance(n, ast.Attribute)
+                   and n.attr in ("detach", "detach_")}
+            own = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)
+                   and id(n) not in cut}
+        else:
+            own = set()
+        found |= {n for n in names if n not in own or n in found}
     return found
 
 
