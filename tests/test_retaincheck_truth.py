@@ -1474,6 +1474,17 @@ UNTAKEN_FORMS = {
         "def main():\n    for epoch in range(2):\n        state = torch.tanh(w * (epoch + 1))\n"
         "        for _ in range(2 if TAKEN else 1):\n            state = 0.9 * state + w\n"
         "            state.sum().backward(retain_graph=True)\n\n\nmain()\n"),
+    # rev56a N2, N3, N4: a collate function's other object, another class's method of the
+    # same name, a cached value: none sets the trainer's features anew
+    "other_holders_once": (
+        "import functools\n\n\n@functools.lru_cache(maxsize=2)\ndef encode(epoch):\n"
+        "    return torch.tanh(w * (epoch + 1))\n\n\nclass Batch:\n    pass\n\n\n"
+        "def collate(b, x):\n    b.feats = x * 1\n\n\nclass Probe:\n    def step(self):\n"
+        "        self.feats = torch.zeros(3)\n\n\nclass Trainer:\n    def step(self, epoch):\n"
+        "        collate(Batch(), w)\n        self.feats = encode(epoch)\n"
+        "        (self.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n"
+        "        tr.step(epoch)\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"
@@ -1598,13 +1609,6 @@ ONCE_NO_LOOP = {
                               "        self.loss = (w * x).pow(2).sum()\n        return x\n\n\n"
                               "crit = Loss()\nfor i in range(2):\n    crit(i + 1.0)\n"
                               "    crit.loss.backward(retain_graph=True)\n"),
-    # a trainer that logs each loss in a list its __init__ made, its step appends to it
-    "logged_history": ("class Trainer:\n    def __init__(self):\n        self.history = []\n\n"
-                       "    def step(self, x):\n        loss = (w * x).pow(2).sum()\n"
-                       "        self.history.append(loss)\n"
-                       "        loss.backward(retain_graph=True)\n\n"
-                       "    def fit(self):\n        for x in (1.0, 2.0):\n"
-                       "            self.step(x)\n\n\nTrainer().fit()\n"),
     # rev54a C1: a model that keeps an activation, handed to the step as a parameter
     "activation_kept_by_a_model": (
         "class Net(torch.nn.Module):\n    def forward(self, x):\n"

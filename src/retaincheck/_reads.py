@@ -812,19 +812,21 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             every = _always_run(loop.body) if isinstance(loop, _LOOPS) else []
             if any(_refreshes(n, attr, {base}) for n in every):
                 continue
-            # (an attribute the program only appends to, never reads, is a log: what it
-            # holds is not walked again, a trainer's self.history.append(loss))
-            sinks = {id(c.func.value) for t in trees for c in ast.walk(t) if isinstance(
-                c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in (
-                _MUTATORS) and isinstance(c.func.value, ast.Attribute)}
-            if not any(isinstance(n, ast.Attribute) and n.attr == attr and isinstance(
-                    n.ctx, ast.Load) and id(n) not in sinks for t in trees for n in ast.walk(t)):
-                continue
             if sets or setters:
-                refresh = {f.name for f in setters if any(_refreshes(n, attr, {
-                    "self", base, *(a.arg for a in ast.walk(f.args) if isinstance(a, ast.arg))})
-                    for n in _unconditional(f))}
-                if not refresh & _always_reached(trees, every, base):
+                # (a function every iteration reaches that assigns the attribute of what it
+                # holds the object by; a method only of the holder's class, not another
+                # class's of the same name, rev56a N3; not a value from a cache, rev56a N4)
+                reached = _always_reached(trees, every, base)
+                mine = {id(f) for t in trees for c in ast.walk(t) if isinstance(
+                    c, ast.ClassDef) and c.name == holder for f in c.body}
+                methods = {id(f) for t in trees for c in ast.walk(t)
+                           if isinstance(c, ast.ClassDef) for f in c.body}
+                cached = {f.name for t in trees for f in ast.walk(t)
+                          if isinstance(f, _SCOPES[:2]) and any(
+                              "cache" in ast.unparse(d) for d in f.decorator_list)}
+                if not any(id(f) in reached and (id(f) in mine or id(f) not in methods or (
+                        not holder)) and any(_refreshes(n, attr, reached[id(f)], cached)
+                                             for n in _unconditional(f)) for f in setters):
                     names.add(user or base)
             elif where or any(isinstance(c, ast.ClassDef) and c.name == holder
                               for t in trees for c in ast.walk(t)) or not _reached(
@@ -1006,14 +1008,15 @@ def _unconditional(function) -> list:
     return _always_run(function.body)
 
 
-def _refreshes(node, attr: str, owners) -> bool:
+def _refreshes(node, attr: str, owners, cached=frozenset()) -> bool:
     """Whether ``node`` assigns a new value to the attribute ``attr`` of one of ``owners``
     (`self.feats = encode(x)`): a whole value, not an item of it or an append (rev55b
     a_state, a_hist), not of another object (a_other), and not one chosen by a test or
     built from the attribute's own value (`self.feats if ... else encode()`, rev55a P7)."""
     if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None or isinstance(
             node.value, (ast.Constant, ast.IfExp, ast.BoolOp)) or any(
-            isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node.value)):
+            isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node.value)) or (
+            isinstance(node.value, ast.Call) and _called_name(node.value) in cached):
         return False
     todo = list(node.targets if isinstance(node, ast.Assign) else [node.target])
     while todo:
@@ -1026,15 +1029,17 @@ def _refreshes(node, attr: str, owners) -> bool:
     return False
 
 
-def _always_reached(trees, nodes: list, owner: str) -> set[str]:
+def _always_reached(trees, nodes: list, owner: str) -> dict[int, set[str]]:
     """``_reached``'s functions, by the calls among ``nodes`` (what runs on every iteration)
-    and, in each function reached, by its calls that run on every call of it."""
+    and, in each function reached, by its calls that run on every call of it: for each, by
+    ``id``, the names it holds the object ``owner`` by (``self`` of a method called on it,
+    a parameter it was handed to; rev56a N2: not every parameter)."""
     defined: dict[str, list] = {}
     for tree in trees:
         for f in ast.walk(tree):
             if isinstance(f, _SCOPES[:2]):
                 defined.setdefault(f.name, []).append(f)
-    found: set[str] = set()
+    found: dict[int, set[str]] = {}
     seen: set[tuple] = set()
     todo = [(nodes, frozenset({owner}))]
     while todo:
@@ -1049,13 +1054,15 @@ def _always_reached(trees, nodes: list, owner: str) -> set[str]:
             more = {"forward", "__call__"} if name not in defined and on_owner else (
                 {name} if name in defined else set())
             for callee in more:
-                found.add(callee)
                 for f in defined.get(callee, ()):
                     params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
                     args = [func.value, *call.args] if isinstance(
                         func, ast.Attribute) and params else list(call.args)
                     passed = frozenset({p for p, a in zip(params, args, strict=False)
                                         if isinstance(a, ast.Name) and a.id in aliases})
+                    if callee in ("forward", "__call__") and params:
+                        passed |= {params[0]}  # (the module called: its self)
+                    found.setdefault(id(f), set()).update(passed)
                     if (id(f), passed) not in seen:
                         seen.add((id(f), passed))
                         todo.append((_unconditional(f), passed | {owner}))
