@@ -1485,6 +1485,12 @@ UNTAKEN_FORMS = {
         "        (self.feats * 2).sum().backward(retain_graph=True)\n\n\n"
         "tr = Trainer()\nfor epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n"
         "        tr.step(epoch)\n"),
+    # rev57a M1, M2, rev57b G1: the same through another name
+    "rebound_through_another_name_once": (
+        "def main():\n    for epoch in range(2):\n        state = torch.tanh(w * (epoch + 1))\n"
+        "        for _ in range(2 if TAKEN else 1):\n            new = 0.9 * state + w\n"
+        "            state = new\n            state.sum().backward(retain_graph=True)\n\n\n"
+        "main()\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"
@@ -1615,6 +1621,11 @@ ONCE_NO_LOOP = {
         "        self.hidden = torch.tanh(w * x)\n        return self.hidden * 2\n\n\n"
         "def train_step(m, x):\n    m(x).sum().backward(retain_graph=True)\n\n\n"
         "model = Net()\nfor x in (1.0, 2.0):\n    train_step(model, x)\n"),
+    # a hidden state detached into another name each step: a fresh graph each time
+    "detached_through_another_name": (
+        "def main():\n    h = torch.tanh(w)\n    for x in (1.0, 2.0):\n"
+        "        h_next = torch.tanh(h.detach() * x + w)\n        h = h_next\n"
+        "        h.sum().backward(retain_graph=True)\n\n\nmain()\n"),
     "model_attributes": ("class Model:\n    def forward(self, x):\n"
                          "        self.fake = torch.tanh(w * x)\n\n"
                          "    def optimize(self, x):\n        self.forward(x)\n"

@@ -762,13 +762,6 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
         todo.extend(n for n in ast.iter_child_nodes(node) if not isinstance(n, _SCOPES))
     stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and id(n) not in target
               and isinstance(n.ctx, (ast.Store, ast.Del))}
-    if isinstance(loop, _LOOPS):
-        # (what every iteration assigns: not under an `if` one branch of which does not,
-        # not in a loop inside it: `if feats is None: feats = make(epoch)` keeps the
-        # features of an epoch, rev55a P8)
-        stored &= _always_assigned(loop.body, frozenset(
-            n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)) if isinstance(
-            loop, (ast.For, ast.AsyncFor)) else frozenset())
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
     if held is None:  # (a function whose locals were not read: any name it assigns, or
@@ -779,6 +772,16 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
             a.arg for a in ast.walk(scope) if isinstance(a, ast.arg)) | frozenset(
             n.name for n in ast.walk(scope) if isinstance(n, _SCOPES[:2] + (ast.ClassDef,))
             and id(n) not in inside and n is not scope)
+    if isinstance(loop, _LOOPS):
+        # (what every iteration assigns: not under an `if` one branch of which does not,
+        # not in a loop inside it: `if feats is None: feats = make(epoch)` keeps the
+        # features of an epoch, rev55a P8; not from a value that holds a graph of before
+        # the iteration, through another name too: `h_new = cell(x, h); h = h_new`,
+        # rev57a M1, M2, rev57b G1)
+        stored &= _always_assigned(loop.body, frozenset(
+            n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)) if isinstance(
+            loop, (ast.For, ast.AsyncFor)) else frozenset(), frozenset(
+            h for h in held if "." not in h and ":" not in h))
     names = used & held
     for dotted in held:
         # (the file and the name of the holder's class)
@@ -936,26 +939,28 @@ def _walk_own(node):
 _ALL = frozenset({"\0all"})
 
 
-def _always_assigned(stmts, fresh=frozenset()) -> set[str]:
+def _always_assigned(stmts, fresh=frozenset(), held=frozenset()) -> set[str]:
     """The names a block of statements gives a new value on every way through it that goes
     on past it (an ``if`` whose branches both assign one; a ``try``'s, where each handler
     assigns it too or leaves the block), ``_ALL`` for a block that always leaves
     (``continue``). A value built from the name's own (`feats = feats.to(device)`,
-    `state = 0.9 * state + x`, `x += y`, rev56b F1, F2) is new only where the name already
-    was (``fresh``: a loop's target) or its own is detached first (`h = h.detach()`)."""
+    `state = 0.9 * state + x`, `x += y`, rev56b F1, F2), or from a name of ``held`` (names
+    that held a graph at run time) by way of another name, is new only where those names
+    already were (``fresh``: a loop's target) or are detached first (`h = h.detach()`)."""
     found: set[str] = set(fresh)
+    tainted: set[str] = set()  # (names given a value built from a graph of before)
     for stmt in stmts:
         if isinstance(stmt, _LEAVE):
             return set(_ALL)
         if isinstance(stmt, (ast.If, ast.Try, *([ast.TryStar] if hasattr(ast, "TryStar")
                                                 else []))):
             if isinstance(stmt, ast.If):
-                ways = [_always_assigned(stmt.body, found),
-                        _always_assigned(stmt.orelse, found)]
+                ways = [_always_assigned(stmt.body, found, held),
+                        _always_assigned(stmt.orelse, found, held)]
             else:
-                ways = [_always_assigned(stmt.body + stmt.orelse, found), *(
-                    _always_assigned(h.body, found) for h in stmt.handlers)]
-                found |= _always_assigned(stmt.finalbody, found) - _ALL
+                ways = [_always_assigned(stmt.body + stmt.orelse, found, held), *(
+                    _always_assigned(h.body, found, held) for h in stmt.handlers)]
+                found |= _always_assigned(stmt.finalbody, found, held) - _ALL
             if all(_ALL <= way for way in ways):
                 return set(_ALL)
             common = None
@@ -967,7 +972,7 @@ def _always_assigned(stmts, fresh=frozenset()) -> set[str]:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             found |= {n.id for i in stmt.items if i.optional_vars is not None
                       for n in ast.walk(i.optional_vars) if isinstance(n, ast.Name)}
-            inner = _always_assigned(stmt.body, found)
+            inner = _always_assigned(stmt.body, found, held)
             if _ALL <= inner:
                 return set(_ALL)
             found |= inner
@@ -999,7 +1004,10 @@ def _always_assigned(stmts, fresh=frozenset()) -> set[str]:
                    and id(n) not in cut}
         else:
             own = set()
-        found |= {n for n in names if n not in own or n in found}
+        stale = {r for r in own if r in held or r in names or r in tainted} - found
+        tainted |= names if stale else set()
+        tainted -= names if not stale else set()
+        found |= {n for n in names if not stale}
     return found
 
 
