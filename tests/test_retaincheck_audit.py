@@ -550,6 +550,18 @@ def test_reading_the_locals_on_the_way_changes_nothing_the_program_sees():
             cls.calls.append(getattr(func, "__name__", str(func)))
             return super().__torch_function__(func, types, args, kwargs or {})
 
+    seen: list = []
+
+    class Watched(dict):  # (a container of the program's that logs each read of it)
+        def values(self):
+            seen.append("values")
+            return super().values()
+
+    def batch():
+        feats = Watched(h=(x * 5).tanh())
+        (x * 6).sum().backward(retain_graph=True)
+        return feats
+
     def counted():
         y = torch.ones(3).as_subclass(Counting) * x  # a subclass tensor with a graph
         Counting.calls.clear()
@@ -565,8 +577,9 @@ def test_reading_the_locals_on_the_way_changes_nothing_the_program_sees():
         finally:
             sys.settrace(previous)
         calls, _ = counted()
-    assert len(report.calls) == 3
-    assert (scale, pair, calls) == (2.0, (5, 6), [])
+        batch()
+    assert len(report.calls) == 4
+    assert (scale, pair, calls, seen) == (2.0, (5, 6), [], [])
 
 
 def test_a_storage_two_sites_keep_counts_in_each_site_and_once_in_the_total():

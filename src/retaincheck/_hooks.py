@@ -1674,7 +1674,11 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
                 kind, (dict, list, tuple)):
             # (the first and the last 64: a bank of past values the epoch's features are
             # appended to, rev55a P5)
-            inner = list(value.values() if isinstance(value, dict) else value)
+            # (read by the built-in type's own methods: a subclass's values() or __iter__
+            # is the program's code, not run here)
+            inner = list(dict.values(value) if issubclass(kind, dict) else list.__iter__(
+                value) if issubclass(kind, list) else tuple.__iter__(value) if issubclass(
+                kind, tuple) else value)
             inner = inner if len(inner) <= 128 else inner[:64] + inner[-64:]
         elif kind is functools.partial:
             inner = [*value.args, *value.keywords.values()]
