@@ -1491,6 +1491,23 @@ UNTAKEN_FORMS = {
         "        for _ in range(2 if TAKEN else 1):\n            new = 0.9 * state + w\n"
         "            state = new\n            state.sum().backward(retain_graph=True)\n\n\n"
         "main()\n"),
+    # rev57b G3: a hand-written memo of the epoch's features, a dict and a caching object
+    "memo_dict_once": (
+        "_memo = {}\n\n\ndef encode(epoch):\n    if epoch not in _memo:\n"
+        "        _memo[epoch] = torch.tanh(w * (epoch + 1))\n    return _memo[epoch]\n\n\n"
+        "class Trainer:\n    def step(self, epoch):\n        self.feats = encode(epoch)\n"
+        "        (self.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n"
+        "        tr.step(epoch)\n"),
+    "memo_object_once": (
+        "class Encoder:\n    def __init__(self):\n        self.memo = {}\n\n"
+        "    def __call__(self, epoch):\n        if epoch not in self.memo:\n"
+        "            self.memo[epoch] = torch.tanh(w * (epoch + 1))\n"
+        "        return self.memo[epoch]\n\n\nencode = Encoder()\n\n\n"
+        "class Trainer:\n    def step(self, epoch):\n        self.feats = encode(epoch)\n"
+        "        (self.feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "tr = Trainer()\nfor epoch in range(2):\n    for _ in range(2 if TAKEN else 1):\n"
+        "        tr.step(epoch)\n"),
     # rev51a K1 lcomp: the inner steps in a comprehension
     "comprehension_once": ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
                            "    [(feats * 2).sum().backward(retain_graph=True)\n"

@@ -824,9 +824,17 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
                     c, ast.ClassDef) and c.name == holder for f in c.body}
                 methods = {id(f) for t in trees for c in ast.walk(t)
                            if isinstance(c, ast.ClassDef) for f in c.body}
+                # (a function that may hand back a value it keeps: a cache decorator, or a
+                # return of an item or an attribute, a memo dict, rev57b G3; a callable
+                # object's __call__ that does, for any call of an object)
                 cached = {f.name for t in trees for f in ast.walk(t)
-                          if isinstance(f, _SCOPES[:2]) and any(
-                              "cache" in ast.unparse(d) for d in f.decorator_list)}
+                          if isinstance(f, _SCOPES[:2]) and (any(
+                              "cache" in ast.unparse(d) for d in f.decorator_list) or any(
+                              isinstance(r, ast.Return) and isinstance(
+                                  r.value, (ast.Subscript, ast.Attribute))
+                              for r in _walk_own(f)))}
+                if "__call__" in cached:
+                    cached |= {None}  # (see _refreshes: a call of no function of the file)
                 if not any(id(f) in reached and (id(f) in mine or id(f) not in methods or (
                         not holder)) and any(_refreshes(n, attr, reached[id(f)], cached)
                                              for n in _unconditional(f)) for f in setters):
@@ -1024,7 +1032,8 @@ def _refreshes(node, attr: str, owners, cached=frozenset()) -> bool:
     if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None or isinstance(
             node.value, (ast.Constant, ast.IfExp, ast.BoolOp)) or any(
             isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node.value)) or (
-            isinstance(node.value, ast.Call) and _called_name(node.value) in cached):
+            isinstance(node.value, ast.Call) and _called_name(node.value) in cached) or (
+            None in cached and isinstance(node.value, ast.Call)):
         return False
     todo = list(node.targets if isinstance(node, ast.Assign) else [node.target])
     while todo:
