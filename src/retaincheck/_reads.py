@@ -840,8 +840,8 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
                                              for n in _unconditional(f)) for f in setters):
                     names.add(user or base)
             elif where or any(isinstance(c, ast.ClassDef) and c.name == holder
-                              for t in trees for c in ast.walk(t)) or not _reached(
-                    trees, loop, base)[1]:
+                              for t in trees for c in ast.walk(t)) or not _calls_owner(
+                    trees, loop, base):
                 # (no code of the program's sets it: a class of the program's sets it some
                 # other way, `self.__dict__.update(...)`, `setattr(self, k, v)`, rev55a P3,
                 # P4; a library's object may set it when the loop calls it)
@@ -1046,16 +1046,47 @@ def _refreshes(node, attr: str, owners, cached=frozenset()) -> bool:
     return False
 
 
-def _always_reached(trees, nodes: list, owner: str) -> dict[int, set[str]]:
-    """``_reached``'s functions, by the calls among ``nodes`` (what runs on every iteration)
-    and, in each function reached, by its calls that run on every call of it: for each, by
-    ``id``, the names it holds the object ``owner`` by (``self`` of a method called on it,
-    a parameter it was handed to; rev56a N2: not every parameter)."""
+def _defined(trees) -> dict[str, list]:
+    """The functions and methods of ``trees`` (a file, and the files of its objects'
+    classes), by name."""
     defined: dict[str, list] = {}
     for tree in trees:
         for f in ast.walk(tree):
             if isinstance(f, _SCOPES[:2]):
                 defined.setdefault(f.name, []).append(f)
+    return defined
+
+
+def _on_owner(func, aliases) -> bool:
+    """Whether a call's function is the object (one of ``aliases``) or an attribute of it."""
+    return isinstance(func, ast.Name) and func.id in aliases or (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+        and func.value.id in aliases)
+
+
+def _handed(f, call: ast.Call, aliases, keywords: bool) -> frozenset[str]:
+    """The parameters of ``f`` that ``call`` hands one of ``aliases`` to (a method's self
+    when called on it; by keyword too, with ``keywords``)."""
+    params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
+    args = [call.func.value, *call.args] if isinstance(
+        call.func, ast.Attribute) and params else list(call.args)
+    passed = {p for p, a in zip(params, args, strict=False)
+              if isinstance(a, ast.Name) and a.id in aliases}
+    if keywords:
+        passed |= {k.arg for k in call.keywords if k.arg and isinstance(
+            k.value, ast.Name) and k.value.id in aliases}
+    return frozenset(passed)
+
+
+def _always_reached(trees, nodes: list, owner: str) -> dict[int, set[str]]:
+    """The functions of ``trees`` that the calls among ``nodes`` (what runs on every
+    iteration) reach by name, and, in each function reached, its calls that run on every
+    call of it (``_unconditional``): for each, by ``id``, the names it holds the object
+    ``owner`` by (``self`` of a method called on it, a parameter it was handed to; rev56a
+    N2: not every parameter). A call of the object, or of an attribute of it that is no
+    function of the file (`loss_module(f)`, `self.model(x)`: an object's ``__call__``),
+    reaches every ``forward`` and ``__call__``."""
+    defined = _defined(trees)
     found: dict[int, set[str]] = {}
     seen: set[tuple] = set()
     todo = [(nodes, frozenset({owner}))]
@@ -1064,21 +1095,15 @@ def _always_reached(trees, nodes: list, owner: str) -> dict[int, set[str]]:
         for call in where:
             if not isinstance(call, ast.Call):
                 continue
-            name, func = _called_name(call), call.func
-            on_owner = isinstance(func, ast.Name) and func.id in aliases or (
-                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                and func.value.id in aliases)
-            more = {"forward", "__call__"} if name not in defined and on_owner else (
-                {name} if name in defined else set())
+            name = _called_name(call)
+            more = {"forward", "__call__"} if name not in defined and _on_owner(
+                call.func, aliases) else ({name} if name in defined else set())
             for callee in more:
                 for f in defined.get(callee, ()):
-                    params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
-                    args = [func.value, *call.args] if isinstance(
-                        func, ast.Attribute) and params else list(call.args)
-                    passed = frozenset({p for p, a in zip(params, args, strict=False)
-                                        if isinstance(a, ast.Name) and a.id in aliases})
+                    passed = _handed(f, call, aliases, keywords=False)
+                    params = [*f.args.posonlyargs, *f.args.args]
                     if callee in ("forward", "__call__") and params:
-                        passed |= {params[0]}  # (the module called: its self)
+                        passed |= {params[0].arg}  # (the module called: its self)
                     found.setdefault(id(f), set()).update(passed)
                     if (id(f), passed) not in seen:
                         seen.add((id(f), passed))
@@ -1086,22 +1111,11 @@ def _always_reached(trees, nodes: list, owner: str) -> dict[int, set[str]]:
     return found
 
 
-def _reached(trees, node, owner: str) -> tuple[set[str], bool]:
-    """The names of the functions of ``trees`` (a file, and the files of its objects'
-    classes) that ``node``'s calls may reach by name (``step()``, ``self.step()``, and what
-    those call in turn), and whether they call the
-    object ``owner`` or a method of it: by its name, or by the parameter a call of the
-    file's function hands it to (`train_step(model, x)` then `m(x)`, rev54a C1). A call of
-    the object, or of an attribute of it that is no function of the file (`loss_module(f)`,
-    `self.model(x)`: an object's ``__call__``), reaches every ``forward`` and
-    ``__call__``."""
-    defined: dict[str, list] = {}
-    for tree in trees:
-        for f in ast.walk(tree):
-            if isinstance(f, _SCOPES[:2]):
-                defined.setdefault(f.name, []).append(f)
-    found: set[str] = set()
-    called = False
+def _calls_owner(trees, node, owner: str) -> bool:
+    """Whether ``node``'s calls, or those of the functions of ``trees`` they reach by name,
+    call the object ``owner`` or a method of it: by its name, or by the parameter a call of
+    a function of the file hands it to (`train_step(model, x)` then `m(x)`, rev54a C1)."""
+    defined = _defined(trees)
     seen: set[tuple] = set()
     todo = [(node, frozenset({owner}))]
     while todo:
@@ -1109,33 +1123,15 @@ def _reached(trees, node, owner: str) -> tuple[set[str], bool]:
         for call in ast.walk(where):
             if not isinstance(call, ast.Call):
                 continue
-            name, func = _called_name(call), call.func
-            on_owner = isinstance(func, ast.Name) and func.id in aliases or (
-                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                and func.value.id in aliases)
-            called = called or on_owner
-            if name not in defined and on_owner:
-                more = {"forward", "__call__"}
-            else:
-                more = {name} if name in defined else set()
-            for callee in more:
-                for f in defined.get(callee, ()):
-                    # (the parameters the call hands the object to; a method's self when
-                    # called on it)
-                    params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
-                    args = list(call.args)
-                    if isinstance(func, ast.Attribute) and params:
-                        args = [func.value, *args]
-                    passed = {p for p, a in zip(params, args, strict=False)
-                              if isinstance(a, ast.Name) and a.id in aliases} | {
-                        k.arg for k in call.keywords if k.arg and isinstance(
-                            k.value, ast.Name) and k.value.id in aliases}
-                    key = (id(f), frozenset(passed))
-                    if key not in seen:
-                        seen.add(key)
-                        todo.append((f, frozenset(passed) | {owner}))
-                found.add(callee)
-    return found, called
+            if _on_owner(call.func, aliases):
+                return True
+            name = _called_name(call)
+            for f in defined.get(name, ()) if name in defined else ():
+                key = (id(f), _handed(f, call, aliases, keywords=True))
+                if key not in seen:
+                    seen.add(key)
+                    todo.append((f, key[1] | {owner}))
+    return False
 
 
 def _repeated(node) -> list:
