@@ -504,13 +504,7 @@ def test_an_unused_custom_functions_backward_is_no_call_after_the_site(tmp_path)
               "w = torch.ones(3, requires_grad=True)\nloss = (w * 3).pow(2).sum()\n"
               "loss.backward(retain_graph=True)\nloss2 = (w * 2).sum()\nloss2.backward()\n"
               "result = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    outcome, report = run_fixture(path, source, audited=True)
-    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
-    assert same(without, outcome)  # the truth: the flag changes nothing
-    (site,) = report.calls
-    assert site.verdict == NOT_NEEDED, report.format()
+    _not_needed_as_the_truth_says(tmp_path / "train.py", source)
 
 
 def test_the_function_on_the_way_is_not_searched_again_as_a_helper_that_ran(tmp_path,
@@ -558,13 +552,7 @@ def test_a_call_that_ran_through_a_decorator_or_an_await_counts_as_run(tmp_path,
     "never ran", and the site kept, though removing its flag changes nothing."""
     source = "import torch\n\nw = torch.ones(3, requires_grad=True)\n" + script + \
         "result = [w.grad]\n"
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    outcome, report = run_fixture(path, source, audited=True)
-    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
-    assert same(without, outcome)  # the truth: the flag changes nothing
-    (site,) = report.calls
-    assert site.verdict == NOT_NEEDED, report.format()
+    _not_needed_as_the_truth_says(tmp_path / "train.py", source)
 
 
 @pytest.mark.parametrize("head", [
@@ -605,13 +593,7 @@ def test_a_generator_loop_consumed_by_a_call_or_a_comprehension_counts_as_run(tm
               "        yield loss.detach()\n\n\nw = torch.ones(3, requires_grad=True)\n"
               "(w * 3).pow(2).sum().backward(retain_graph=True)\n"
               f"done = {consumed}\nresult = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    outcome, report = run_fixture(path, source, audited=True)
-    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
-    assert same(without, outcome)  # the truth: the flag changes nothing
-    (site,) = report.calls
-    assert site.verdict == NOT_NEEDED, report.format()
+    _not_needed_as_the_truth_says(tmp_path / "train.py", source)
 
 
 @pytest.mark.parametrize("unpacked", ["*hooks['extras'](w.sum(), False)",
@@ -805,6 +787,17 @@ def _imported(monkeypatch, folder: Path, name: str):
         top = name.split(".")[0]
         for key in [k for k in sys.modules if k == top or k.startswith(top + ".")]:
             del sys.modules[key]
+
+
+def _not_needed_as_the_truth_says(path: Path, source: str):
+    """Write ``source`` and audit it; the truth: with the flag removed the run is the same.
+    Its one site must be "not needed"."""
+    path.write_text(source)
+    outcome, report = run_fixture(path, source, audited=True)
+    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
+    assert same(without, outcome)  # the truth: the flag changes nothing
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()
 
 
 def _kept_for_a_path_not_taken(path: Path, source: str, taken: str, modules=()):
@@ -1658,13 +1651,7 @@ def test_a_site_no_loop_runs_again_on_its_graph_is_not_needed(tmp_path, form):
     iteration: nothing repeats it on a graph it kept; "not needed", as the truth says."""
     source = ("import torch\n\nw = torch.ones(3, requires_grad=True)\n" + ONCE_NO_LOOP[form]
               + "result = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    outcome, report = run_fixture(path, source, audited=True)
-    without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
-    assert same(without, outcome)  # the truth: the flag changes nothing
-    (site,) = report.calls
-    assert site.verdict == NOT_NEEDED, report.format()
+    _not_needed_as_the_truth_says(tmp_path / "train.py", source)
 
 
 @pytest.mark.parametrize("form", sorted(UNTAKEN_FORMS))
@@ -1740,16 +1727,10 @@ def test_a_model_of_another_file_that_keeps_an_activation_is_not_needed(tmp_path
               "w = torch.ones(3, requires_grad=True)\nmodel = Net(w)\n\n\n"
               "def train_step(m, x):\n    m(x).sum().backward(retain_graph=True)\n\n\n"
               "for x in (1.0, 2.0):\n    train_step(model, x)\nresult = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
     try:
-        outcome, report = run_fixture(path, source, audited=True)
-        without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
+        _not_needed_as_the_truth_says(tmp_path / "train.py", source)
     finally:
         sys.modules.pop("nets_c1", None)
-    assert same(without, outcome)  # the truth: the flag changes nothing
-    (site,) = report.calls
-    assert site.verdict == NOT_NEEDED, report.format()
 
 
 def test_a_backward_whose_inputs_left_out_what_a_later_pass_walks_is_kept(tmp_path):
