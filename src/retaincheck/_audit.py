@@ -502,24 +502,7 @@ def _mark_untaken_calls(session: Session) -> None:
     # cleanup, self.addCleanup(check, loss), rev48a U2): searched whole
     from ._reads import defined_functions
 
-    # (not the test runner's own code, which calls the hooks by their names: a conftest's
-    # hook that walks made pytest's call of that hook an untaken walker)
-    runner = tuple(os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
-        sys.modules.get, ("_pytest", "pluggy"))
-        if isinstance(getattr(module, "__file__", None), str))
-    # (unittest's runner, not its mock.py: a step wrapped in Mock(wraps=step) and called in
-    # the program's loop, rev50b M1)
-    stop = runner + tuple(
-        os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
-            sys.modules.get, ("xdist", "execnet"))
-        if isinstance(getattr(module, "__file__", None), str)) + tuple(
-        _realpath(module.__file__) for module in map(sys.modules.get, (
-            "unittest.case", "unittest.suite", "unittest.runner", "unittest.main",
-            "unittest.async_case", "unittest.loader"))
-        if isinstance(getattr(module, "__file__", None), str))
-    # (and an installed pytest plugin's hooks and test items' methods: not the functions it
-    # hands the tests, a fixture's step loop, rev51b P1)
-    stop = (stop, frozenset(session.runner_dirs))
+    runner, stop = runner_stop(session)
     by_name: dict[str, set] = {}
     for name in own:
         for function, where in defined_functions(name):
@@ -575,8 +558,35 @@ def _mark_untaken_calls(session: Session) -> None:
                 every[2])]
         record.unseen_calls = sorted(set(found), key=_by_file_and_line)
         if not found:
+            # (in a loop: told only where _loopwatch saw it run in two iterations of one run
+            # of its loop; what the code keeps is read as well, whatever the watch saw)
             record.ran_once_in_a_loop = _loops_over_a_graph(session, record, stop) or (
-                record.executions == 1 and _in_a_loop(session, record, runner, stop))
+                not getattr(record, "loop_iterated", False) and _in_a_loop(
+                    session, record, stop))
+
+
+def runner_stop(session: Session) -> tuple[tuple, tuple]:
+    """(the test runner's folders, ``_up_to_runner``'s ``stop``) for this process now."""
+    from ._reads import _realpath
+
+    # (not the test runner's own code, which calls the hooks by their names: a conftest's
+    # hook that walks made pytest's call of that hook an untaken walker)
+    runner = tuple(os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
+        sys.modules.get, ("_pytest", "pluggy"))
+        if isinstance(getattr(module, "__file__", None), str))
+    # (unittest's runner, not its mock.py: a step wrapped in Mock(wraps=step) and called in
+    # the program's loop, rev50b M1)
+    stop = runner + tuple(
+        os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
+            sys.modules.get, ("xdist", "execnet"))
+        if isinstance(getattr(module, "__file__", None), str)) + tuple(
+        _realpath(module.__file__) for module in map(sys.modules.get, (
+            "unittest.case", "unittest.suite", "unittest.runner", "unittest.main",
+            "unittest.async_case", "unittest.loader"))
+        if isinstance(getattr(module, "__file__", None), str))
+    # (and an installed pytest plugin's hooks and test items' methods: not the functions it
+    # hands the tests, a fixture's step loop, rev51b P1)
+    return runner, (stop, frozenset(session.runner_dirs))
 
 
 def _up_to_runner(lines, stop: tuple):
@@ -627,19 +637,26 @@ def _loops_over_a_graph(session: Session, record, stop: tuple = ()) -> bool:
     return False
 
 
-def _in_a_loop(session: Session, record, runner: tuple, stop: tuple) -> bool:
-    """Whether the site's first run was in a loop: of the program's, an installed package's,
-    the standard library's (``sched.scheduler.run``, a thread pool's worker, a thread's
-    target), or of code compiled from a string (``timeit``'s): run once, it may run again
-    with more iterations, on the graph it kept, or on part of it (rev49a L1, rev50a M3,
-    rev50b M1, M4). (``_loops_over_a_graph`` sees a loop over a graph made before it
-    however often it ran.) Not the test runner's loops (pytest's, unittest's), which call
+def _in_a_loop(session: Session, record, stop: tuple) -> bool:
+    """Whether one of the site's runs was in a loop (``loop_at``): run once per run of the
+    loop, it may run again with more iterations, on the graph it kept, or on part of it (rev49a
+    L1, rev50a M3, rev50b M1, M4), unless ``_loopwatch`` saw that loop run it in two
+    iterations of one run of the loop."""
+    return any(loop_at(session, shape, stop) is not None
+               for shape in getattr(record, "_shapes", ()))
+
+
+def loop_at(session: Session, shape, stop: tuple) -> int | None:
+    """The index of the frame, in a stack shape (innermost first), that runs the innermost
+    loop around the site: of the program's, an installed package's, the standard library's
+    (``sched.scheduler.run``); -1 where a loop may run it that no frame here shows (code
+    compiled from a string, ``timeit``'s; a thread's target: a loop may start one per
+    iteration); None for none. Not the test runner's loops (pytest's, unittest's), which call
     each test once; not what runs a module's code again (an import, runpy), which makes
     graphs of its own."""
     from ._reads import _kind, _realpath, called_by_name, in_a_loop
 
-    shape = getattr(record, "_first_shape", None)
-    lines = session.walked.get(shape, ()) if shape is not None else ()
+    lines = session.walked.get(shape, ())
     here = os.path.dirname(_realpath(__file__)) + os.sep
     torch_dir = os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep
     for j, frame in enumerate(_up_to_runner(lines, stop)):
@@ -648,20 +665,23 @@ def _in_a_loop(session: Session, record, runner: tuple, stop: tuple) -> bool:
             if not name.startswith(("<frozen", "<stdin>")) and j and (
                     shape[2 * j - 2].co_name != "<module>") and not called_by_name(
                     name, shape[2 * j], shape[2 * j + 1], shape[2 * j - 2].co_name):
-                return True
-        elif _kind(name) in (1, 2) and in_a_loop(*frame):
+                return -1
+        elif _kind(name) in (1, 2) and (in_a_loop(*frame) or shape[2 * j].co_name in (
+                "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>")):
             # (the program's loop, or an installed package's: what it walks may have been
-            # made before the loop, in part, h of `(h * i).sum()`: rev50b M1)
-            return True
-        elif _kind(name) == 0 and not _realpath(name).startswith((here, torch_dir)) and (
-                in_a_loop(*frame) or shape[2 * j].co_name == "run"
-                and os.path.basename(name) == "threading.py"):
-            return True  # (a thread's target: a loop may start one per iteration, rev50a M3)
+            # made before the loop, in part, h of `(h * i).sum()`: rev50b M1; a comprehension
+            # that runs in a frame of its own, a generator expression's, before 3.12 all)
+            return j
+        elif _kind(name) == 0 and not _realpath(name).startswith((here, torch_dir)):
+            if in_a_loop(*frame):
+                return j
+            if shape[2 * j].co_name == "run" and os.path.basename(name) == "threading.py":
+                return -1  # (a thread's target: a loop may start one per iteration, rev50a M3)
         if shape[2 * j].co_name == "<module>":
             # (a module's code: what runs it again, an import, runpy, a launcher's loop over
             # experiments, runs it whole, each time with graphs of its own)
             break
-    return False
+    return None
 
 
 def _ran_since(session: Session, first_call: int):

@@ -29,6 +29,7 @@ import time
 import weakref
 from collections.abc import Mapping
 
+from . import _loopwatch
 from . import _suggest as notes
 from ._between import grads_touched_between
 from ._report import CallRecord, Report
@@ -77,6 +78,7 @@ def _before_fork():
 
 
 def _after_fork_in_child():
+    _loopwatch.close_all()  # (a DataLoader's worker forked while a loop was watched)
     if not _AUDITED:
         return
     _AUDITED[0].in_child = True
@@ -245,7 +247,10 @@ class Session:
         self.sites: dict = {}  # (file, code object, line) -> its site
         self.originals: dict[str, object] = {}
         self.wrappers: dict[str, object] = {}  # what install() put in their place
-        self.positions: dict = {}  # (code, instruction) -> where in its file that call is
+        # (code, instruction) -> where in its file that call is; what that instruction does
+        # (_doing): facts of the code alone, kept from one audit to the next (the pytest
+        # plugin's audit per test, a benchmark's audit per step: read once, not per audit)
+        self.positions, self.doing = _POSITIONS, _DOING
         self.coded: set = set()  # the (code, instruction) of sites whose code was kept
         ag = torch.autograd
         # the frames between a caller and the engine, by file and name: torch.autograd.grad
@@ -269,7 +274,6 @@ class Session:
         # on the way, rev40b S1, rev40a F2); (file name, place, name of the frame above) of
         # frames at a call that unpacks, awaits or drives a loop
         self.shape_ran: dict = {}
-        self.doing: dict = {}  # (code, instruction) -> what that instruction does (_doing)
         # frames whose call's arguments (or graph) the audit reads now (see reading_under)
         self.reading: list = []
         self.relative: dict = {}  # code with a relative file name -> its file, or None
@@ -517,6 +521,7 @@ class Session:
         still marks its site needed."""
         if _AUDITED and _AUDITED[0] is self:
             _AUDITED.clear()
+        _loopwatch.close_all()
         # Each put back only where it is still this audit's: a program (a session fixture's
         # spy on torch.autograd.grad, rev34b F9) that wrapped it meanwhile keeps its own, and
         # this audit's, left inside it, passes every call straight on from now on.
@@ -733,10 +738,11 @@ class Session:
         # _step(), and train_step's other backward() that did not run)
         # (up to the frame that entered the audit: those below it are the same for every call
         # made inside the block, and what runs after the block is not audited)
-        shape, f, base = [], frame, self.base
+        shape, f, base, chain = [], frame, self.base, []
         while f is not None:
             shape.append(f.f_code)
             shape.append(f.f_lasti)
+            chain.append(f)  # (for _loopwatch, after the call: running frames, held till then)
             f = None if f is base else f.f_back
         shape = tuple(shape)
         lines = self.walked.get(shape)
@@ -846,6 +852,10 @@ class Session:
                         record = made
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
+        if retaining and getattr(record, "_watch", None) is not None:
+            # (first: a watch proven here ends before the rest of this run, _loopwatch's
+            # trace function costs one call per Python call while it is on)
+            self.loop_proven(record, chain)
         if retaining and self.reading and self.reading_under(frame):
             record.passed_through = True  # kept whatever the line writes (reading_under)
         if retaining and not getattr(record, "_observed", False):
@@ -916,6 +926,7 @@ class Session:
                 self.reading.remove(frame)
             if kind == "backward" and arguments.get("grad_tensors") is not None:
                 record.notes.add(notes.GIVEN_GRADIENT)
+        frame_seen = frame is not None
         del frame
         self.stack.append(call)
         try:
@@ -936,9 +947,46 @@ class Session:
             if create:
                 record.create_graph = True
             self.measure(record, call)
+            if frame_seen:
+                self.watch_loop(record, shape, chain)
+        del chain
         call.executed = []  # what the call ran and reused matters only while it runs: drop
         call.pair = call.epochs = None  # it, so that finished calls never chain up in memory
         return result
+
+    def loop_proven(self, record: CallRecord, chain: list) -> None:
+        if _loopwatch.proven(record._watch, chain):
+            record.loop_iterated = True
+            record._watch = None
+
+    def watch_loop(self, record: CallRecord, shape: tuple, chain: list) -> None:
+        """Whether the site's innermost loop ran it in two iterations of one run of the loop
+        (``record.loop_iterated``, ``_loopwatch``): checked each time it runs until seen; a
+        watch is started after a run where none is open, ``_loopwatch.TRIES`` at most."""
+        if getattr(record, "loop_iterated", False):
+            return
+        watch = getattr(record, "_watch", None)
+        if watch is not None:
+            if not watch.ended:
+                return  # (the same iteration, or another way to the site: watched on)
+            record._watch = None
+        tries = getattr(record, "_watch_tries", 0)
+        if tries >= _loopwatch.TRIES:
+            return
+        from ._audit import loop_at, runner_stop
+        from ._reads import comprehension_lines, loop_lines
+
+        j = loop_at(self, shape, runner_stop(self)[1])
+        if j is None or j < 0 or j >= len(chain) or (
+                chain[j].f_code.co_flags & 0x1 and reads_own_locals(chain[j].f_code)):
+            return
+        name, line, first = self.walked[shape][j]
+        spans = comprehension_lines(name, chain[j].f_code) if chain[j].f_code.co_name in (
+            "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>") else loop_lines(
+            name, line, first)
+        if spans is not None:
+            record._watch_tries = tries + 1
+            record._watch = _loopwatch.open_watch(chain[j], *spans)
 
     def fired(self, tag: _Tag):
         stack = self.stack
@@ -1366,6 +1414,8 @@ def _counts_calls(function) -> bool:
     """Whether a profile or trace function only records which lines or functions ran:
     coverage.py's tracers, cProfile's and profile's profilers (the standard library's: they
     count calls and time them), torch.profiler's stack recorder (rev38a S1, rev38b C1)."""
+    if function is _loopwatch.calls:  # (the audit's own: _loopwatch, no frame it is called for)
+        return True
     module = str(getattr(function, "__module__", None) or type(function).__module__)
     return (module.startswith("coverage.") or module in ("_lsprof", "cProfile", "profile")
             or _torch_profiler(function))
@@ -1749,6 +1799,15 @@ def _reads_its_locals(code) -> bool:
     return False
 
 
+def reads_own_locals(code) -> bool:
+    """Whether a function's code names one of ``_OWN_LOCALS`` or ``_OWN_FRAME``."""
+    uses = _uses_locals.get(code)
+    if uses is None:
+        uses = _uses_locals[code] = not (_OWN_LOCALS | _OWN_FRAME).isdisjoint(
+            code.co_names) and _reads_its_locals(code)
+    return uses
+
+
 def _read_locals(frame) -> list | None:
     """A frame's locals, (name, value) pairs, as the program would not see it: a module's
     or a class body's namespace as it is; a function's only where its code names none of
@@ -1760,19 +1819,15 @@ def _read_locals(frame) -> list | None:
     the function's own names only."""
     code = frame.f_code
     optimized = code.co_flags & 0x1
-    if optimized and (sys.gettrace() is not None or sys.getprofile() is not None):
+    if optimized and (sys.gettrace() not in (None, _loopwatch.calls)
+                      or sys.getprofile() is not None):
         # (a trace or profile function in Python: before 3.13, Python refreshes the dict
         # before it runs and writes the dict back into the frame after it, so a read here
         # would undo what it set there, and an emptied dict would delete the function's
         # locals: rev52a L3)
         return None
-    if optimized:
-        uses = _uses_locals.get(code)
-        if uses is None:
-            uses = _uses_locals[code] = not (_OWN_LOCALS | _OWN_FRAME).isdisjoint(
-                code.co_names) and _reads_its_locals(code)
-        if uses:
-            return None
+    if optimized and reads_own_locals(code):
+        return None
     values, items = frame.f_locals, []
     try:
         items = list(values.items())
@@ -1780,8 +1835,38 @@ def _read_locals(frame) -> list | None:
         if optimized and type(values) is dict and sys.getrefcount(values) == 3 and set(
                 values) <= {*code.co_varnames, *code.co_cellvars, *code.co_freevars}:
             values.clear()
+            _settled(frame)
         del values
     return items
+
+
+def _settled(frame) -> None:
+    """Mark a function's frame as having no copy of its locals to write back (CPython before
+    3.13: ``PyFrame_LocalsToFast`` with ``clear`` 0 and the emptied dict writes nothing and
+    resets ``f_fast_as_locals``). Else the first trace event in it (``_loopwatch``'s) copies
+    its locals into the dict once more (``call_trampoline`` in ``sysmodule.c``), and the dict
+    keeps that iteration's graph alive until the function ends (the peak the audit measures
+    grew: test_peak_bytes_count_only_retained_graphs_still_alive)."""
+    write = _LOCALS_TO_FAST[0] if _LOCALS_TO_FAST else _locals_to_fast()
+    if write is not None:
+        import ctypes
+
+        write(ctypes.py_object(frame), ctypes.c_int(0))
+
+
+_LOCALS_TO_FAST: list = []
+
+
+def _locals_to_fast():
+    write = None
+    if sys.version_info < (3, 13):
+        import ctypes
+
+        write = getattr(ctypes.pythonapi, "PyFrame_LocalsToFast", None)
+        if write is not None:
+            write.argtypes, write.restype = [ctypes.py_object, ctypes.c_int], None
+    _LOCALS_TO_FAST.append(write)
+    return write
 
 
 def _closure_functions(frame) -> list:
@@ -1793,6 +1878,10 @@ def _closure_functions(frame) -> list:
     items = _read_locals(frame) or ()  # (once per shape of the stack: _hooks.Session.run)
     names = set(frame.f_code.co_freevars)
     return [v for n, v in items if n in names and isinstance(v, types.FunctionType)]
+
+
+_POSITIONS: dict = {}
+_DOING: dict = {}
 
 
 def _position(frame) -> tuple | None:

@@ -1534,3 +1534,69 @@ def _untaken_in(path, line, scope, tree, lines_ran, low, high, extra, places, un
                     else None)
         found.extend(c.lineno for c in on_the_line if c is not site)
     return sorted(set(found))
+
+
+def loop_lines(path: str, line: int, first: int | None) -> tuple[frozenset, frozenset] | None:
+    """The innermost loop around ``line`` that ``in_a_loop`` counts, in the code that starts
+    at ``first``: (its head's lines, the lines of its head and body), for ``_loopwatch``; None
+    for a comprehension (before Python 3.12 it runs in a frame of its own) or no loop. A
+    ``for`` loop's head: from its line to its iterable's end; a ``while`` loop's: to its
+    test's end. Its ``else:`` block is outside it (it runs once the loop has ended)."""
+    tree = _tree(path)
+    key = (id(tree), line, first)
+    if key not in _spans:
+        _spans[key] = _loop_lines(tree, line, first)
+    return _spans[key]
+
+
+_spans: dict[tuple, tuple | None] = {}
+
+
+def _loop_lines(tree, line: int, first: int | None) -> tuple[frozenset, frozenset] | None:
+    scope = None if tree is None else _code_at(tree, line, first)
+    best, todo = None, list(ast.iter_child_nodes(scope)) if scope is not None else []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _SCOPES):
+            continue
+        if isinstance(node, _LOOPS + _COMPREHENSIONS) and (
+                node.lineno <= line <= (node.end_lineno or node.lineno)) and not (
+                isinstance(node, _LOOPS) and isinstance(node.body[-1], ast.Break)
+                and not any(isinstance(n, ast.Continue) for n in ast.walk(node))):
+            if isinstance(node, _LOOPS) and not any(
+                    s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.body):
+                continue  # (in its head or its else block: not run by its iterations)
+            if best is None or node.lineno >= best.lineno and (
+                    node.end_lineno or node.lineno) <= (best.end_lineno or best.lineno):
+                best = node
+        todo.extend(ast.iter_child_nodes(node))
+    if best is None or isinstance(best, _COMPREHENSIONS):
+        return None
+    end = (best.iter if isinstance(best, (ast.For, ast.AsyncFor)) else best.test).end_lineno
+    head = frozenset(range(best.lineno, (end or best.lineno) + 1))
+    body = frozenset(range(best.body[0].lineno, (best.body[-1].end_lineno or line) + 1))
+    return head, head | body
+
+
+def comprehension_lines(path: str, code) -> tuple[frozenset, frozenset] | None:
+    """For ``_loopwatch``, a comprehension's code that runs in a frame of its own: its lines
+    as both head and span (a jump back to its loop is a line event on one of them); None
+    where it has more than one ``for`` (which loop a jump goes back to is not told by its
+    line) or is not found alone on its line."""
+    kind = {"<listcomp>": ast.ListComp, "<setcomp>": ast.SetComp, "<dictcomp>": ast.DictComp,
+            "<genexpr>": ast.GeneratorExp}.get(code.co_name)
+    tree = _tree(path)
+    key = (id(tree), code.co_firstlineno, code.co_name)
+    if key not in _spans:
+        _spans[key] = None if kind is None or tree is None else _comprehension_lines(
+            tree, code, kind)
+    return _spans[key]
+
+
+def _comprehension_lines(tree, code, kind) -> tuple[frozenset, frozenset] | None:
+    found = [n for n in ast.walk(tree) if type(n) is kind and n.lineno == code.co_firstlineno]
+    if len(found) != 1 or len(found[0].generators) != 1:
+        return None
+    node = found[0]
+    lines = frozenset(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines, lines

@@ -1,0 +1,166 @@
+"""Whether a site's innermost loop ran it in two iterations of one run of that loop.
+
+A site in a loop that walked a graph made before the loop (features computed once, then
+`for i in range(inner): head(feats).sum().backward(retain_graph=True)`) walks it again with a
+second iteration. A run whose loop made one iteration each time it started (`--inner 1`, one
+batch per epoch) shows no second walk, whatever the program keeps: the audit cannot tell
+from that run. Reading the code for what the loop keeps (``_audit._loops_over_a_graph``)
+misses holders the program may hide anywhere (review rounds rev52-rev57 found one each
+time), so a site in a loop counts as told only where this watch saw the loop run it in two
+iterations of one run of the loop; otherwise it is "could not tell: kept".
+
+How it watches, and why by a trace function: Python shows no iteration count of a running
+loop (before 3.12, ``sys.monitoring`` does not exist, and a running frame's value stack, where
+a ``for`` loop's iterator lives, is not visible to ``gc.get_referents``). After the site
+runs, the frame that runs the loop gets a local trace function (``frame.f_trace``) that sees
+its line events only: a line of the loop's head (``for ...:`` on a jump back, ``while``'s
+test) and the site running again from that frame, with no line outside the loop and no
+return in between, is a second iteration of the same run of the loop (a proof, and the watch
+ends). A line outside the loop or the frame's return ends the watch unproven: the loop has
+ended. ``sys.settrace`` must be set for a frame's ``f_trace`` to be called (CPython
+``sysmodule.c``, ``trace_trampoline``); its function here returns None, so no other frame
+is traced, but every Python call costs one call of it while a watch is open, at most until
+the loop's next iteration or its end (about 1.2x on a small model's step, this file's tests).
+
+Not watched (then the site stays "could not tell" when it is in a loop): a program with its
+own trace function (a debugger, coverage.py's tracer: ``sys.gettrace()`` set), a thread
+other than the main one, a frame whose code reads its own locals (``_hooks._read_locals``:
+before Python 3.13 the trace trampoline copies locals to the frame's dict and back around
+each call), a loop in a comprehension's or a generator's frame (a yield returns from it).
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+import threading
+
+_OPEN: dict[int, tuple] = {}
+"""id(frame) -> (frame, [watch, ...]) for the frames with a watch open."""
+
+_BUDGET = 64
+"""Heads of the loop a watch waits through for the site to run again (a site that runs
+every hundredth step): after that it ends unproven, and the next run of the site starts
+another. A site gets at most ``TRIES`` watches."""
+TRIES = 3
+
+
+class Watch:
+    __slots__ = ("frame", "head", "span", "heads", "ended")
+
+    def __init__(self, frame, head: frozenset, span: frozenset):
+        self.frame, self.head, self.span = frame, head, span
+        self.heads = 0
+        self.ended = False
+
+
+def calls(frame, event, arg):
+    """The thread's trace function while a watch is open: traces no frame it is called for
+    (``frame.f_trace`` of the watched frames was set directly)."""
+    return None
+
+
+def tracing_ours() -> bool:
+    return sys.gettrace() is calls
+
+
+def _lines(frame, event, arg):
+    """A watched frame's local trace function. Never raises (an error here would turn tracing
+    off for the thread, CPython ``trace_trampoline``), never writes the frame's locals."""
+    entry = _OPEN.get(id(frame))
+    if entry is None or entry[0] is not frame:
+        return None
+    if event == "line":
+        line = frame.f_lineno
+        for watch in entry[1]:
+            if line in watch.head:
+                watch.heads += 1
+                if watch.heads > _BUDGET:
+                    watch.ended = True
+            elif line not in watch.span:
+                watch.ended = True
+    elif event == "return" and not (frame.f_code.co_flags & 0x2A0 and _suspends(frame)) or (
+            event == "exception" and arg[0] is GeneratorExit):  # (a generator closed)
+        for watch in entry[1]:
+            watch.ended = True
+    for watch in [w for w in entry[1] if w.ended]:
+        entry[1].remove(watch)
+        watch.frame = None
+    if not entry[1]:
+        _close_frame(frame)
+        return None
+    return _lines
+
+
+def _suspends(frame) -> bool:
+    """Whether a generator's or coroutine's frame returns by a ``yield`` (or an ``await``'s):
+    its loop goes on when it is resumed (the thread's trace function leaves its ``f_trace``
+    as it is, CPython ``trace_trampoline``)."""
+    try:
+        return frame.f_code.co_code[frame.f_lasti] == _YIELD
+    except IndexError:
+        return False
+
+
+_YIELD = dis.opmap["YIELD_VALUE"]
+
+
+def _close_frame(frame) -> None:
+    entry = _OPEN.pop(id(frame), None)
+    if entry is not None:
+        for watch in entry[1]:
+            watch.ended = True
+            watch.frame = None  # (holds no frame once it ends: its locals live no longer)
+        if frame.f_trace is _lines:
+            frame.f_trace = None
+    if not _OPEN and tracing_ours():
+        sys.settrace(None)
+
+
+def close_all() -> None:
+    """End every watch (the audit's end; a forked child)."""
+    for frame, _ in list(_OPEN.values()):
+        _close_frame(frame)
+    if tracing_ours():
+        sys.settrace(None)
+
+
+def open_watch(frame, head: frozenset, span: frozenset) -> Watch | None:
+    """Start watching ``frame``'s loop (``head``: its head's lines, ``span``: head and body);
+    None where it cannot be watched (see the module's docstring)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    tracer = sys.gettrace()
+    if tracer is not None and tracer is not calls:
+        return None
+    if frame.f_trace is not None and frame.f_trace is not _lines:
+        return None
+    watch = Watch(frame, head, span)
+    entry = _OPEN.get(id(frame))
+    if entry is None or entry[0] is not frame:
+        _OPEN[id(frame)] = (frame, [watch])
+    else:
+        entry[1].append(watch)
+    frame.f_trace_lines = True
+    frame.f_trace = _lines
+    if tracer is None:
+        sys.settrace(calls)
+    return watch
+
+
+def proven(watch: Watch, frames) -> bool:
+    """Whether the site, running now with ``frames`` on its stack, runs in a later iteration
+    of the run of the loop ``watch`` saw it in: the same frame, a head line since, no line
+    outside the loop and no return. Ends the watch when it proves it."""
+    frame = watch.frame
+    if watch.ended or frame is None or watch.heads == 0 or not any(
+            f is frame for f in frames):
+        return False
+    entry = _OPEN.get(id(frame))
+    if entry is not None:
+        entry[1].remove(watch)
+        if not entry[1]:
+            _close_frame(frame)
+    watch.ended = True
+    watch.frame = None
+    return True
