@@ -494,8 +494,8 @@ def test_a_loop_in_a_function_an_installed_plugin_hands_the_test_is_the_programs
     pytester.makepyfile(test_s1=test)
     result = run(pytester, "-p", "plugin_s1", "--retaincheck-fail")
     assert result.ret == 0, result.outlines
-    assert section(result)[1] == ("kept, not listed: test_s1.py:7: could not tell (in a loop, "
-                                  "it walked each graph once)"), section(result)
+    assert section(result)[1] == ("kept, not listed: test_s1.py:7: could not tell (its loop "
+                                  "was not seen running it twice)"), section(result)
     monkeypatch.setenv("STEPS", "2")  # the truth: two steps need the flag
     run(pytester, "-p", "plugin_s1").assert_outcomes(passed=1)
     pytester.makepyfile(test_s1=test.replace("retain_graph=True", ""))

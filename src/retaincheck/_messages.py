@@ -544,10 +544,11 @@ EN.update({
     "whether the flag is the literal True here cannot be seen",
     "s_unread": "keep it; to check it, put the code in a file and run retaincheck on that",
     "k_unread": "kept: could not tell (the code of this line cannot be read)",
-    "why_once": ": no later backward() or grad() walked this graph, but in a loop this line "
-    "walked each graph it kept once: with more iterations it may walk one again",
+    "why_once": ": no later backward() or grad() walked this graph, but its loop was not seen "
+    "running this line in two iterations of one run of the loop: with more iterations it may "
+    "walk a graph it kept again",
     "s_once": "keep it, or run the program so that the loop runs at least twice and check again",
-    "k_once": "kept: could not tell (in a loop, it walked each graph once)",
+    "k_once": "kept: could not tell (its loop was not seen running it twice)",
     "why_generated": ": no later backward() or grad() walked this graph, but this line's file "
     "was written while the program ran (code it generated), so its literal True may be "
     "written otherwise on another run",
@@ -615,9 +616,9 @@ ZH.update({
     "s_unread": "先留着；要检查它，请把代码存进文件，再用 retaincheck 运行",
     "k_unread": "不改：无法判断（读不到这一行的代码）",
     "why_once": "。之后没有 backward() 或 grad() 遍历这张计算图，"
-    "但在循环里，这一行对留下的每张图只遍历了一次：多循环几次，它就可能再次遍历其中一张",
+    "但没有看到它所在的循环在同一轮执行的两次迭代里都执行这一行：多迭代几次，它就可能再次遍历留下的某张图",
     "s_once": "先留着；或者让循环至少执行两次，再检查一次",
-    "k_once": "不改：无法判断（在循环里，它对每张图只遍历了一次）",
+    "k_once": "不改：无法判断（没有看到它所在的循环把它执行两次）",
     "why_generated": "。之后没有 backward() 或 grad() 遍历这张计算图，"
     "但这一行所在的文件是程序运行时写出来的（生成的代码），"
     "换一次运行，这里的字面量 True 可能写成别的值",
