@@ -93,6 +93,7 @@ class audit:
         self._session.files.add(caller)
         self._session.block = (caller, frame.f_lineno)  # calls after the block are not seen
         self._session.base = frame  # (the frames below it are every call's: Session.run)
+        self._session.below_base = False
         self._session.modules_before = set(sys.modules)
         try:
             self._session.install()
@@ -565,28 +566,39 @@ def _mark_untaken_calls(session: Session) -> None:
                     session, record, stop))
 
 
+_RUNNERS = ("_pytest", "pluggy", "xdist", "execnet", "unittest.case", "unittest.suite",
+            "unittest.runner", "unittest.main", "unittest.async_case", "unittest.loader")
+_STOPS: dict = {}
+
+
 def runner_stop(session: Session) -> tuple[tuple, tuple]:
-    """(the test runner's folders, ``_up_to_runner``'s ``stop``) for this process now."""
+    """(the test runner's folders, ``_up_to_runner``'s ``stop``) for this process now (kept
+    per set of those modules: their files' real paths cost a stat per folder)."""
+    key = (tuple(sys.modules.get(name) for name in _RUNNERS), frozenset(session.runner_dirs))
+    found = _STOPS.get(key)
+    if found is None:
+        found = _STOPS[key] = _runner_stop(key[0], key[1])
+    return found
+
+
+def _runner_stop(modules: tuple, plugins: frozenset) -> tuple[tuple, tuple]:
     from ._reads import _realpath
 
+    def folder(module):
+        return os.path.dirname(_realpath(module.__file__)) + os.sep
+
+    present = [module if isinstance(getattr(module, "__file__", None), str) else None
+               for module in modules]
     # (not the test runner's own code, which calls the hooks by their names: a conftest's
     # hook that walks made pytest's call of that hook an untaken walker)
-    runner = tuple(os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
-        sys.modules.get, ("_pytest", "pluggy"))
-        if isinstance(getattr(module, "__file__", None), str))
+    runner = tuple(folder(module) for module in present[:2] if module is not None)
     # (unittest's runner, not its mock.py: a step wrapped in Mock(wraps=step) and called in
     # the program's loop, rev50b M1)
-    stop = runner + tuple(
-        os.path.dirname(_realpath(module.__file__)) + os.sep for module in map(
-            sys.modules.get, ("xdist", "execnet"))
-        if isinstance(getattr(module, "__file__", None), str)) + tuple(
-        _realpath(module.__file__) for module in map(sys.modules.get, (
-            "unittest.case", "unittest.suite", "unittest.runner", "unittest.main",
-            "unittest.async_case", "unittest.loader"))
-        if isinstance(getattr(module, "__file__", None), str))
+    stop = runner + tuple(folder(module) for module in present[2:4] if module is not None) + (
+        tuple(_realpath(module.__file__) for module in present[4:] if module is not None))
     # (and an installed pytest plugin's hooks and test items' methods: not the functions it
     # hands the tests, a fixture's step loop, rev51b P1)
-    return runner, (stop, frozenset(session.runner_dirs))
+    return runner, (stop, plugins)
 
 
 def _up_to_runner(lines, stop: tuple):
@@ -646,6 +658,9 @@ def _in_a_loop(session: Session, record, stop: tuple) -> bool:
                for shape in getattr(record, "_shapes", ()))
 
 
+_OURS: list = []  # this package's folder and torch's (loop_at)
+
+
 def loop_at(session: Session, shape, stop: tuple) -> int | None:
     """The index of the frame, in a stack shape (innermost first), that runs the innermost
     loop around the site: of the program's, an installed package's, the standard library's
@@ -657,8 +672,10 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
     from ._reads import _kind, _realpath, called_by_name, in_a_loop
 
     lines = session.walked.get(shape, ())
-    here = os.path.dirname(_realpath(__file__)) + os.sep
-    torch_dir = os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep
+    if not _OURS:
+        _OURS.append(os.path.dirname(_realpath(__file__)) + os.sep)
+        _OURS.append(os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep)
+    here, torch_dir = _OURS
     for j, frame in enumerate(_up_to_runner(lines, stop)):
         name = frame[0]
         if name.startswith("<"):  # (code from a string; not a frozen module's, runpy's)

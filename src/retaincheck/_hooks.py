@@ -292,6 +292,7 @@ class Session:
         self.started_at = time.time()  # (a site's file written since: generated, _audit)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs
+        self.below_base = False  # its callers' code counted in stack_codes (Session.run)
         self.in_child = False  # this process is a child forked during the audit
         self.forked: list[int] = []  # the pids of the children forked during the audit
         self.fork_log_open = False
@@ -894,13 +895,19 @@ class Session:
         call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
         call.entered = engine
         if retaining:  # the files on its stack are searched for saved-tensor reads at the end
-            f = frame
+            # (the frames below the audit's with statement are every call's, while its block
+            # runs: walked once; a test runner's stack is thirty frames deep)
+            f, base = frame, self.base
             codes = self.stack_codes
             while f is not None:
                 code = f.f_code
                 if code not in codes:
                     codes.add(code)
                     self.files.add(code.co_filename)
+                if f is base:
+                    if self.below_base:
+                        break
+                    self.below_base = True
                 f = f.f_back
         if kind == "backward" and user and self.records:
             # for what runs between a retaining backward() and its reuse: may they be summed?
