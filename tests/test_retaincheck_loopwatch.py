@@ -45,6 +45,13 @@ HIDDEN = {
                         "    for _ in range(2 if TAKEN else 1):\n"
                         "        (opt.state['feats'] * 2).sum().backward(retain_graph=True)\n"
                         "        opt.step()\n"),
+    # the site in a while loop's test, which runs in each iteration (the same holder)
+    "while_test": ("m = torch.nn.Identity()\nfor epoch in range(2):\n"
+                   "    feats = torch.tanh(w * (epoch + 1))\n"
+                   "    h = m.register_forward_pre_hook(lambda mod, inp, f=feats: (f,))\n"
+                   "    del feats\n    i = 0\n    while i < (2 if TAKEN else 1) and (\n"
+                   "            m(torch.ones(3)) * 2).sum().backward(retain_graph=True) is None:\n"
+                   "        i += 1\n    h.remove()\n"),
     # two runs of the site in one iteration (a helper called twice) are not two iterations
     "twice_in_one_iteration": ("def step(f):\n    (f * 2).sum().backward(retain_graph=True)\n"
                                "\n\ndef main():\n    for epoch in range(2):\n"
@@ -59,10 +66,12 @@ HIDDEN = {
 def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tmp_path,
                                                                              form):
     """Kept by the watch: with its proof forced (every site taken as seen in two
-    iterations), "with_target" and "pre_hook_default" were "not needed" and the test failed
-    (reading the code keeps the other two as well); with head lines not required,
-    "twice_in_one_iteration" failed; with a line outside the loop not ending the watch (the
-    next epoch's run of the loop then looked like an iteration), all four failed."""
+    iterations), "with_target", "pre_hook_default" and "while_test" were "not needed" and
+    the test failed (reading the code keeps the other two as well); with a while loop's test
+    taken for its head only (not run by its iterations: the epoch loop was watched),
+    "while_test" failed; with head lines not required, "twice_in_one_iteration" failed; with
+    a line outside the loop not ending the watch (the next epoch's run of the loop then
+    looked like an iteration), all five failed."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

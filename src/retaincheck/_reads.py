@@ -1563,9 +1563,8 @@ def _loop_lines(tree, line: int, first: int | None) -> tuple[frozenset, frozense
                 node.lineno <= line <= (node.end_lineno or node.lineno)) and not (
                 isinstance(node, _LOOPS) and isinstance(node.body[-1], ast.Break)
                 and not any(isinstance(n, ast.Continue) for n in ast.walk(node))):
-            if isinstance(node, _LOOPS) and not any(
-                    s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.body):
-                continue  # (in its head or its else block: not run by its iterations)
+            if isinstance(node, _LOOPS) and not _each_iteration(node, line):
+                continue  # (a for loop's iterable, its else block: not run by its iterations)
             if best is None or node.lineno >= best.lineno and (
                     node.end_lineno or node.lineno) <= (best.end_lineno or best.lineno):
                 best = node
@@ -1576,6 +1575,20 @@ def _loop_lines(tree, line: int, first: int | None) -> tuple[frozenset, frozense
     head = frozenset(range(best.lineno, (end or best.lineno) + 1))
     body = frozenset(range(best.body[0].lineno, (best.body[-1].end_lineno or line) + 1))
     return head, head | body
+
+
+def _each_iteration(node, line: int) -> bool:
+    """Whether code on ``line`` may run in each iteration of the loop ``node``: its body, a
+    ``while`` loop's test, a ``for`` loop's target (a property's setter); not a ``for`` loop's
+    iterable alone, which runs once before its first iteration, nor its ``else:`` block."""
+    def on(part) -> bool:
+        return part.lineno <= line <= (part.end_lineno or part.lineno)
+
+    if any(on(part) for part in node.body):
+        return True
+    if isinstance(node, ast.While):
+        return node.lineno <= line <= (node.test.end_lineno or node.lineno)
+    return on(node.target) or line == node.lineno and not on(node.iter)
 
 
 def comprehension_lines(path: str, code) -> tuple[frozenset, frozenset] | None:
