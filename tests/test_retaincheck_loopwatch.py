@@ -169,3 +169,26 @@ def test_a_program_with_its_own_trace_function_keeps_it_and_the_site_is_kept():
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and not getattr(site, "loop_iterated", False), (
         report.format())
+
+
+def test_a_loop_compiled_from_another_text_under_the_files_name_is_not_watched(tmp_path):
+    """The loop is read from the file; code compiled under the file's name from another text
+    (here the same step function, another loop around its call) is not what the file says.
+    With ran_as_written's check removed, the file's loop (lines 12-17) was watched over the
+    code's epoch loop, the site was "not needed", and the test failed."""
+    common = HEAD + ("m = torch.nn.Identity()\n\n\ndef step():\n"
+                     "    (m(torch.ones(3)) * 2).sum().backward(retain_graph=True)\n\n\n")
+    ran = common + ("for epoch in range(2):\n    feats = torch.tanh(w * (epoch + 1))\n"
+                    "    h = m.register_forward_pre_hook(lambda mod, inp, f=feats: (f,))\n"
+                    "    del feats\n    for i in range(2 if TAKEN else 1): step()\n"
+                    "    h.remove()\nresult = [w.grad]\n")
+    on_disk = common + ("for k in range(3):\n    a = 1\n    b = 2\n    c = 3\n    step()\n"
+                        "    d = 4\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(on_disk)
+    _, report = run_fixture(path, ran, audited=True)
+    taken = ran.replace("TAKEN = False", "TAKEN = True")
+    broken, _ = run_fixture(path, taken.replace("retain_graph=True", "retain_graph=False"))
+    assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()

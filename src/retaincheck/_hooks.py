@@ -981,13 +981,15 @@ class Session:
         if tries >= _loopwatch.TRIES:
             return
         from ._audit import loop_at, runner_stop
-        from ._reads import comprehension_lines, loop_lines
+        from ._reads import comprehension_lines, loop_lines, ran_as_written
 
         j = loop_at(self, shape, runner_stop(self)[1])
         if j is None or j < 0 or j >= len(chain) or (
                 chain[j].f_code.co_flags & 0x1 and reads_own_locals(chain[j].f_code)):
             return
         name, line, first = self.walked[shape][j]
+        if not ran_as_written(name, chain[j].f_code):
+            return
         spans = comprehension_lines(name, chain[j].f_code) if chain[j].f_code.co_name in (
             "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>") else loop_lines(
             name, line, first)

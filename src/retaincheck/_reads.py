@@ -1613,3 +1613,34 @@ def _comprehension_lines(tree, code, kind) -> tuple[frozenset, frozenset] | None
     node = found[0]
     lines = frozenset(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return lines, lines
+
+
+def ran_as_written(path: str, code) -> bool:
+    """Whether ``code`` is what the file ``path`` compiles to now (its code object of that name
+    and first line, the same instructions and line table): the loop read from the file for
+    ``_loopwatch`` is the loop that runs, not that of code compiled from another text under
+    the file's name (``exec(compile(text, "train.py", "exec"))``) or of a file changed since."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return False
+    key = (path, stat.st_mtime, stat.st_size, code)
+    known = _as_written.get(key)
+    if known is None:
+        known = False
+        try:
+            todo = [compile(_source_text(path), path, "exec", dont_inherit=True)]
+        except (OSError, SyntaxError, ValueError):
+            todo = []
+        while todo and not known:
+            made = todo.pop()
+            known = (made.co_name == code.co_name
+                     and made.co_firstlineno == code.co_firstlineno
+                     and made.co_code == code.co_code
+                     and list(made.co_lines()) == list(code.co_lines()))
+            todo.extend(c for c in made.co_consts if hasattr(c, "co_code"))
+        _as_written[key] = known
+    return known
+
+
+_as_written: dict[tuple, bool] = {}
