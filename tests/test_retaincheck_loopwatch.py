@@ -20,6 +20,7 @@ from test_retaincheck_real_code import run as run_fixture
 from test_retaincheck_truth import COULD_NOT_TELL, _kept_for_a_path_not_taken
 
 import retaincheck
+from retaincheck import _loopwatch
 
 HEAD = "import torch\n\nTAKEN = False\nw = torch.ones(3, requires_grad=True)\n"
 
@@ -52,6 +53,30 @@ HIDDEN = {
                    "    del feats\n    i = 0\n    while i < (2 if TAKEN else 1) and (\n"
                    "            m(torch.ones(3)) * 2).sum().backward(retain_graph=True) is None:\n"
                    "        i += 1\n    h.remove()\n"),
+    # rev58a A1: one site reached from two loops; the outer one's proof is not the inner's
+    # (the graph six lists deep, past what the code reading follows)
+    "two_loops": ("def step(loss):\n    loss.backward(retain_graph=True)\n\n\n"
+                  "def train():\n    for i in range(2):\n"
+                  "        step((w * 3).pow(2).sum())\n"
+                  "        src = [[[[[[torch.tanh(w * (i + 1))]]]]]]\n"
+                  "        for j in range(2 if TAKEN else 1):\n"
+                  "            step((src[0][0][0][0][0][0] * 2).sum())\n\n\ntrain()\n"),
+    # rev58b A2: the site also run from the loop's head (a generator's end-of-epoch check,
+    # in its __next__) is another way to it, not a second iteration (the graph in the middle
+    # of a 200-item list, past what the code reading follows)
+    "head_path": ("def step(t):\n    t.sum().backward(retain_graph=True)\n\n\n"
+                  "def batches(n):\n    for i in range(n):\n        yield i\n"
+                  "    step(torch.ones(3, requires_grad=True).exp())\n\n\n"
+                  "bank = [torch.zeros(3) for _ in range(200)]\nbank[100] = (w * 2).exp()\n"
+                  "for i in batches(2 if TAKEN else 1):\n    step(bank[100])\n"),
+    # two runs on one way in one iteration (map() calls the helper twice from one line) are
+    # not two iterations (the graphs six lists deep, past what the code reading follows)
+    "map_in_one_iteration": ("def step(f):\n    (f * 2).sum().backward(retain_graph=True)\n"
+                             "\n\ndef main():\n    for epoch in range(2):\n"
+                             "        srcs = [[[[[[torch.tanh(w * (epoch + 1)),\n"
+                             "                     torch.tanh(w * (epoch + 3))]]]]]]\n"
+                             "        for _ in range(2 if TAKEN else 1):\n"
+                             "            list(map(step, srcs[0][0][0][0][0]))\n\n\nmain()\n"),
     # two runs of the site in one iteration (a helper called twice) are not two iterations
     "twice_in_one_iteration": ("def step(f):\n    (f * 2).sum().backward(retain_graph=True)\n"
                                "\n\ndef main():\n    for epoch in range(2):\n"
@@ -65,18 +90,20 @@ HIDDEN = {
 @pytest.mark.parametrize("form", sorted(HIDDEN))
 def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tmp_path,
                                                                              form):
-    """Kept by the watch: with its proof forced (every site taken as seen in two
-    iterations), "with_target", "pre_hook_default" and "while_test" were "not needed" and
-    the test failed (reading the code keeps the other two as well); with a while loop's test
-    taken for its head only (not run by its iterations: the epoch loop was watched),
-    "while_test" failed; with head lines not required, "twice_in_one_iteration" failed; with
-    a line outside the loop not ending the watch (the next epoch's run of the loop then
-    looked like an iteration), all five failed."""
+    """Kept by the watch, each rule of it seen to matter (broken once, the test failed):
+    with its proof forced (every way to a site taken as seen in two iterations), all but
+    "optimizer_state" and "twice_in_one_iteration" (which reading the code keeps as well) were
+    "not needed"; with a while loop's test taken for its head only (the epoch loop was then
+    watched), "while_test" was; without a head line required, "map_in_one_iteration" was;
+    with a line outside the loop not ending the watch (the next epoch's run of the loop then
+    looked like an iteration), "pre_hook_default", "two_loops", "while_test", "with_target"
+    and "map_in_one_iteration" were; with one proof per site (any loop's), "two_loops" was;
+    with that and the watch of any way to the site taken for the way it runs now (the rule
+    before rev58), "two_loops" and "head_path" were."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))
-    assert site.ran_once_in_a_loop and not getattr(site, "loop_iterated", False), (
-        report.format())
+    assert site.ran_once_in_a_loop, report.format()
 
 
 # Loops that make their graph each iteration, run with two iterations: told "not needed"
@@ -110,7 +137,7 @@ def test_a_loop_seen_to_run_the_site_twice_tells_it(tmp_path, form):
     without, _ = run_fixture(path, source.replace("retain_graph=True", "retain_graph=False"))
     assert same(without, outcome)  # the truth: the flag changes nothing
     (site,) = report.calls
-    assert site.verdict == NOT_NEEDED and site.loop_iterated, report.format()
+    assert site.verdict == NOT_NEEDED and site._shapes_iterated, report.format()
 
 
 def test_the_same_fresh_loop_run_once_per_run_is_kept_and_says_how_to_tell(tmp_path):
@@ -131,18 +158,22 @@ def _inner(n: int, seen: list):
     for epoch in range(2):
         for i in range(n):
             (w * (i + epoch)).pow(2).sum().backward(retain_graph=True)
+            seen.append(sys.gettrace())  # (a watch is open here)
         seen.append(sys.gettrace())
 
 
 def test_the_watch_ends_with_its_loop_and_leaves_no_trace_function():
     """The trace function is on only while a watch is open: off once the loop ends (a line
-    outside it), proven or not, and after the audit. With _close_frame not turning it off,
-    the program saw the audit's trace function after the loop and the test failed."""
+    outside it), proven or not, and after the audit; while it is on, the program's
+    sys.gettrace() does not show it (rev58a A2). With _close_frame not turning it off, the
+    program saw the audit's trace function after the loop, and without sys.gettrace hidden,
+    right after the site: each failed."""
     for n in (1, 2):
         seen = []
         with retaincheck.audit() as report:
             _inner(n, seen)
-        assert seen == [None, None] and sys.gettrace() is None, (n, seen)
+        assert seen == [None] * (2 + 2 * n) and sys.gettrace() is None, (n, seen)
+        assert sys.gettrace is _loopwatch._GETTRACE
         (site,) = report.calls
         assert site.ran_once_in_a_loop == (n == 1), report.format()
 
@@ -162,12 +193,12 @@ def test_a_program_with_its_own_trace_function_keeps_it_and_the_site_is_kept():
     try:
         with retaincheck.audit() as report:
             _inner(2, seen)
-        assert sys.gettrace() is tracer and seen == [tracer, tracer]
+        assert sys.gettrace() is tracer and seen == [tracer] * 6
     finally:
         sys.settrace(None)
     assert events  # (it ran)
     (site,) = report.calls
-    assert site.verdict == COULD_NOT_TELL and not getattr(site, "loop_iterated", False), (
+    assert site.verdict == COULD_NOT_TELL and not getattr(site, "_shapes_iterated", None), (
         report.format())
 
 

@@ -1044,10 +1044,10 @@ def main(argv: list[str] | None = None) -> int:
 
             stop_helpers()  # as at the program's exit (the parent looks for what still runs)
 
-            for record in report.calls:
-                record.__dict__.pop("_shapes", None)  # the audit's own (code objects)
-                record.__dict__.pop("_first_shape", None)
-                record.__dict__.pop("_graph_names", None)
+            for record in report.calls:  # the audit's own (code objects, frames' watches)
+                for name in ("_shapes", "_first_shape", "_graph_names", "_loops", "_watches",
+                             "_watch_tries", "_shapes_iterated"):
+                    record.__dict__.pop(name, None)
             with open(outcome_file, "wb") as f:
                 pickle.dump((report, status, None if stopped is None else "stopped", printed,
                              given, None if mark is None else saved_stdout.getvalue()[mark:]),

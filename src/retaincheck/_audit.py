@@ -562,8 +562,7 @@ def _mark_untaken_calls(session: Session) -> None:
             # (in a loop: told only where _loopwatch saw it run in two iterations of one run
             # of its loop; what the code keeps is read as well, whatever the watch saw)
             record.ran_once_in_a_loop = _loops_over_a_graph(session, record, stop) or (
-                not getattr(record, "loop_iterated", False) and _in_a_loop(
-                    session, record, stop))
+                _in_a_loop(session, record, stop))
 
 
 _RUNNERS = ("_pytest", "pluggy", "xdist", "execnet", "unittest.case", "unittest.suite",
@@ -653,8 +652,10 @@ def _in_a_loop(session: Session, record, stop: tuple) -> bool:
     """Whether one of the site's runs was in a loop (``loop_at``): run once per run of the
     loop, it may run again with more iterations, on the graph it kept, or on part of it (rev49a
     L1, rev50a M3, rev50b M1, M4), unless ``_loopwatch`` saw that loop run it in two
-    iterations of one run of the loop."""
-    return any(loop_at(session, shape, stop) is not None
+    iterations of one run of the loop on the same stack shape (each way on its own: rev58a
+    A1, rev58b A2)."""
+    seen = getattr(record, "_shapes_iterated", ())
+    return any(loop_at(session, shape, stop) is not None and shape not in seen
                for shape in getattr(record, "_shapes", ()))
 
 

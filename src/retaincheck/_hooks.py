@@ -853,10 +853,10 @@ class Session:
                         record = made
         elif key in self.records:
             record = self.records[key]  # same site without retain: still a later run of it
-        if retaining and getattr(record, "_watch", None) is not None:
+        if retaining and getattr(record, "_watches", None):
             # (first: a watch proven here ends before the rest of this run, _loopwatch's
             # trace function costs one call per Python call while it is on)
-            self.loop_proven(record, chain)
+            self.loop_proven(record, shape, chain)
         if retaining and self.reading and self.reading_under(frame):
             record.passed_through = True  # kept whatever the line writes (reading_under)
         if retaining and not getattr(record, "_observed", False):
@@ -961,41 +961,60 @@ class Session:
         call.pair = call.epochs = None  # it, so that finished calls never chain up in memory
         return result
 
-    def loop_proven(self, record: CallRecord, chain: list) -> None:
-        if _loopwatch.proven(record._watch, chain):
-            record.loop_iterated = True
-            record._watch = None
+    def loop_of(self, record: CallRecord, shape: tuple, chain: list):
+        """(frame index, (head lines, span)) of the innermost loop around the site on this
+        stack shape (``_audit.loop_at``), once per shape; (None, None) where the loop cannot
+        be watched (``_loopwatch``'s docstring) or there is none."""
+        known = record.__dict__.setdefault("_loops", {})
+        found = known.get(shape)
+        if found is None:
+            from ._audit import loop_at, runner_stop
+            from ._reads import comprehension_lines, loop_lines, ran_as_written
+
+            found = (None, None)
+            j = loop_at(self, shape, runner_stop(self)[1])
+            if j is not None and 0 <= j < len(chain) and not (
+                    chain[j].f_code.co_flags & 0x1 and reads_own_locals(chain[j].f_code)):
+                code = chain[j].f_code
+                name, line, first = self.walked[shape][j]
+                spans = None if not ran_as_written(name, code) else comprehension_lines(
+                    name, code) if code.co_name in (
+                    "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>") else loop_lines(
+                    name, line, first)
+                if spans is not None:
+                    found = (j, spans)
+            known[shape] = found
+        return found
+
+    def loop_proven(self, record: CallRecord, shape: tuple, chain: list) -> None:
+        """The site runs again: a proof for the watch of this stack shape, if any."""
+        watch = record._watches.get(shape)
+        if watch is not None and _loopwatch.proven(watch, chain):
+            record.__dict__.setdefault("_shapes_iterated", set()).add(shape)
+            del record._watches[shape]
 
     def watch_loop(self, record: CallRecord, shape: tuple, chain: list) -> None:
-        """Whether the site's innermost loop ran it in two iterations of one run of the loop
-        (``record.loop_iterated``, ``_loopwatch``): checked each time it runs until seen; a
-        watch is started after a run where none is open, ``_loopwatch.TRIES`` at most."""
-        if getattr(record, "loop_iterated", False):
+        """Whether the innermost loop around the site ran it on this same stack shape (every
+        frame at the same instruction) in two iterations of one run of the loop
+        (``record._shapes_iterated``, ``_loopwatch``): a watch is started after a run of a
+        shape with none open, ``_loopwatch.TRIES`` at most per shape. Each way to the site is
+        proven by runs of its own: a site reached from two loops (rev58a A1), or from a
+        loop's head as well as its body (an iterator's ``__next__`` that calls it, rev58b
+        A2), is not proven by the other."""
+        if shape in getattr(record, "_shapes_iterated", ()):
             return
-        watch = getattr(record, "_watch", None)
-        if watch is not None:
-            if not watch.ended:
-                return  # (the same iteration, or another way to the site: watched on)
-            record._watch = None
-        tries = getattr(record, "_watch_tries", 0)
-        if tries >= _loopwatch.TRIES:
+        j, spans = self.loop_of(record, shape, chain)
+        if j is None:
             return
-        from ._audit import loop_at, runner_stop
-        from ._reads import comprehension_lines, loop_lines, ran_as_written
-
-        j = loop_at(self, shape, runner_stop(self)[1])
-        if j is None or j < 0 or j >= len(chain) or (
-                chain[j].f_code.co_flags & 0x1 and reads_own_locals(chain[j].f_code)):
+        watches = record.__dict__.setdefault("_watches", {})
+        watch = watches.get(shape)
+        if watch is not None and not watch.ended:
+            return  # (the same iteration: watched on)
+        tries = record.__dict__.setdefault("_watch_tries", {})
+        if tries.get(shape, 0) >= _loopwatch.TRIES:
             return
-        name, line, first = self.walked[shape][j]
-        if not ran_as_written(name, chain[j].f_code):
-            return
-        spans = comprehension_lines(name, chain[j].f_code) if chain[j].f_code.co_name in (
-            "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>") else loop_lines(
-            name, line, first)
-        if spans is not None:
-            record._watch_tries = tries + 1
-            record._watch = _loopwatch.open_watch(chain[j], *spans)
+        tries[shape] = tries.get(shape, 0) + 1
+        watches[shape] = _loopwatch.open_watch(chain[j], *spans)
 
     def fired(self, tag: _Tag):
         stack = self.stack

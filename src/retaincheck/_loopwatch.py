@@ -63,8 +63,26 @@ def calls(frame, event, arg):
     return None
 
 
+_GETTRACE = sys.gettrace
+
+
+def _gettrace():
+    """``sys.gettrace`` while a watch is open: the program's trace function, None for the
+    watch's own (a program that asks, `if sys.gettrace() is None:`, takes the path it takes
+    unaudited, rev58a A2; the proof's rerun hides its own the same way)."""
+    tracer = _GETTRACE()
+    return None if tracer is calls else tracer
+
+
 def tracing_ours() -> bool:
-    return sys.gettrace() is calls
+    return _GETTRACE() is calls
+
+
+def _stop_tracing() -> None:
+    if tracing_ours():
+        sys.settrace(None)
+    if sys.gettrace is _gettrace:
+        sys.gettrace = _GETTRACE
 
 
 def _lines(frame, event, arg):
@@ -116,16 +134,15 @@ def _close_frame(frame) -> None:
             watch.frame = None  # (holds no frame once it ends: its locals live no longer)
         if frame.f_trace is _lines:
             frame.f_trace = None
-    if not _OPEN and tracing_ours():
-        sys.settrace(None)
+    if not _OPEN:
+        _stop_tracing()
 
 
 def close_all() -> None:
     """End every watch (the audit's end; a forked child)."""
     for frame, _ in list(_OPEN.values()):
         _close_frame(frame)
-    if tracing_ours():
-        sys.settrace(None)
+    _stop_tracing()
 
 
 def open_watch(frame, head: frozenset, span: frozenset) -> Watch | None:
@@ -133,7 +150,7 @@ def open_watch(frame, head: frozenset, span: frozenset) -> Watch | None:
     None where it cannot be watched (see the module's docstring)."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    tracer = sys.gettrace()
+    tracer = _GETTRACE()
     if tracer is not None and tracer is not calls:
         return None
     if frame.f_trace is not None and frame.f_trace is not _lines:
@@ -148,13 +165,17 @@ def open_watch(frame, head: frozenset, span: frozenset) -> Watch | None:
     frame.f_trace = _lines
     if tracer is None:
         sys.settrace(calls)
+        if sys.gettrace is _GETTRACE:
+            sys.gettrace = _gettrace
     return watch
 
 
 def proven(watch: Watch, frames) -> bool:
-    """Whether the site, running now with ``frames`` on its stack, runs in a later iteration
-    of the run of the loop ``watch`` saw it in: the same frame, a head line since, no line
-    outside the loop and no return. Ends the watch when it proves it."""
+    """Whether the site, running now on the stack shape ``watch`` was opened for (every frame
+    at the same instruction: the caller finds the watch by it) with ``frames`` on its stack,
+    runs in a later iteration of the run of the loop it saw it in: the watched frame itself
+    on the stack (not another generator of the same code), still running that loop (no line
+    outside it, no return), and a line of its head since. Ends the watch when it proves it."""
     frame = watch.frame
     if watch.ended or frame is None or watch.heads == 0 or not any(
             f is frame for f in frames):

@@ -1616,31 +1616,56 @@ def _comprehension_lines(tree, code, kind) -> tuple[frozenset, frozenset] | None
 
 
 def ran_as_written(path: str, code) -> bool:
-    """Whether ``code`` is what the file ``path`` compiles to now (its code object of that name
-    and first line, the same instructions and line table): the loop read from the file for
-    ``_loopwatch`` is the loop that runs, not that of code compiled from another text under
-    the file's name (``exec(compile(text, "train.py", "exec"))``) or of a file changed since."""
+    """Whether ``code``'s loops are those the file ``path`` compiles to now: its code object of
+    that name and first line has its jumps back at the same lines, to the same lines (the
+    loop read from the file for ``_loopwatch`` is the loop that runs; not that of code
+    compiled from another text under the file's name, ``exec(compile(text, "train.py",
+    "exec"))``, or of a file changed since). Only the loops: pytest rewrites a test module's
+    asserts, which adds code but no loop."""
     try:
         stat = os.stat(path)
-    except OSError:
-        return False
-    key = (path, stat.st_mtime, stat.st_size, code)
+        key = (path, stat.st_mtime, stat.st_size, code)
+        text = None
+    except OSError:  # (a module with no file of its own: a zip's, read through its loader)
+        text = _compiled.get(path)
+        if text is None:
+            import linecache
+
+            text = "".join(linecache.getlines(path))
+        key = (path, text, code)
     known = _as_written.get(key)
     if known is None:
         known = False
         try:
-            todo = [compile(_source_text(path), path, "exec", dont_inherit=True)]
+            todo = [compile(_source_text(path) if text is None else text, path, "exec",
+                            dont_inherit=True)]
         except (OSError, SyntaxError, ValueError):
             todo = []
+        jumps = _jumps_back(code)
         while todo and not known:
             made = todo.pop()
             known = (made.co_name == code.co_name
                      and made.co_firstlineno == code.co_firstlineno
-                     and made.co_code == code.co_code
-                     and list(made.co_lines()) == list(code.co_lines()))
+                     and _jumps_back(made) == jumps)
             todo.extend(c for c in made.co_consts if hasattr(c, "co_code"))
         _as_written[key] = known
     return known
+
+
+def _jumps_back(code) -> frozenset:
+    """(line of the jump, line it goes back to) for each jump back in ``code`` itself."""
+    import dis
+
+    lines = [(start, end, line) for start, end, line in code.co_lines()]
+
+    def line_at(offset):
+        return next((line for start, end, line in lines if start <= offset < end), None)
+
+    jumps = set(dis.hasjrel) | set(dis.hasjabs)
+    return frozenset((line_at(ins.offset), line_at(ins.argval))
+                     for ins in dis.get_instructions(code)
+                     if ins.opcode in jumps and isinstance(ins.argval, int)
+                     and ins.argval <= ins.offset)
 
 
 _as_written: dict[tuple, bool] = {}
