@@ -223,3 +223,19 @@ def test_a_loop_compiled_from_another_text_under_the_files_name_is_not_watched(t
     assert isinstance(run_fixture(path, taken)[0], list) and isinstance(broken, RuntimeError)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL, report.format()
+
+
+def test_a_loop_seen_twice_that_holds_an_older_graph_says_so(tmp_path):
+    """rev58b A3: the watch saw two iterations; the site is kept by the code reading (a
+    generator, an iterator that may hold a graph made before the loop), and the reason says
+    that, not "not seen running it twice"."""
+    source = HEAD + ("def batches(n):\n    for i in range(n):\n"
+                     "        yield torch.tanh(w * (i + 1))\n\n\n"
+                     "for b in batches(2):\n    (b * 2).sum().backward(retain_graph=True)\n"
+                     "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, audited=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and site._shapes_iterated, report.format()
+    assert "the loop's code holds" in report.format() and "not seen" not in report.format()

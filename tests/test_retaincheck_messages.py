@@ -69,6 +69,7 @@ def every_kind_of_record() -> Report:
         dict(executions=1, passed_through=True, _unread=True),  # code it could not read
         dict(executions=1, passed_through=True, _unread="generated"),  # a file it wrote
         dict(executions=1, ran_once_in_a_loop=True),  # once, in a loop
+        dict(executions=2, ran_once_in_a_loop=True, _held=True),  # a graph kept from before
         dict(executions=1, passed_through=True, _observed=True),  # a __torch_function__
         dict(executions=1, passed_through=True, _observed="watched"),  # a profiler
         dict(executions=1, run_completed=False), dict(executions=1),
@@ -80,9 +81,11 @@ def every_kind_of_record() -> Report:
     ]):
         kwargs.setdefault("kind", "backward")
         unread, observed = kwargs.pop("_unread", False), kwargs.pop("_observed", False)
+        held = kwargs.pop("_held", False)
         records.append(CallRecord(file="train.py", line=i + 1, function="<module>",
                                   code="loss.backward(retain_graph=True)", **kwargs))
         records[-1]._unread, records[-1]._observed = unread, observed
+        records[-1]._held_in_loop = held
     return Report(calls=records, completed=False, stopped_by="KeyboardInterrupt")
 
 

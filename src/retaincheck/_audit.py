@@ -561,8 +561,11 @@ def _mark_untaken_calls(session: Session) -> None:
         if not found:
             # (in a loop: told only where _loopwatch saw it run in two iterations of one run
             # of its loop; what the code keeps is read as well, whatever the watch saw)
-            record.ran_once_in_a_loop = _loops_over_a_graph(session, record, stop) or (
-                _in_a_loop(session, record, stop))
+            unproven = _in_a_loop(session, record, stop)
+            # (the reason said: its loop not seen twice, or a graph the code keeps from
+            # before the loop though it was, rev58b A3)
+            record._held_in_loop = not unproven and _loops_over_a_graph(session, record, stop)
+            record.ran_once_in_a_loop = unproven or record._held_in_loop
 
 
 _RUNNERS = ("_pytest", "pluggy", "xdist", "execnet", "unittest.case", "unittest.suite",

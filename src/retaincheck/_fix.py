@@ -84,7 +84,7 @@ def refusal(record, completed: bool, status: int = 0, lang: str = "en") -> str |
     if untaken:
         return m("k_untaken", call=untaken[0])
     if getattr(record, "ran_once_in_a_loop", False):
-        return m("k_once")
+        return m("k_held" if getattr(record, "_held_in_loop", False) else "k_once")
     if getattr(record, "create_graph", False):
         return m("k_create")
     if record.verdict != "not needed":

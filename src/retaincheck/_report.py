@@ -280,7 +280,7 @@ class Report:
                              "why_generated" if getattr(c, "_unread", False) == "generated"
                              else "why_unread" if getattr(c, "_unread", False) else "why_passed")
             elif c.verdict == _verdicts.COULD_NOT_TELL and not c.unseen_calls:
-                verdict += m("why_once")
+                verdict += m("why_held" if getattr(c, "_held_in_loop", False) else "why_once")
             elif c.verdict == _verdicts.COULD_NOT_TELL:
                 verdict += m("why_untaken", calls=", ".join(c.unseen_calls[:3]))
                 if len(c.unseen_calls) > 3:

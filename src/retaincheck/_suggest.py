@@ -52,7 +52,7 @@ def _suggestion_key(record) -> tuple[str, dict]:
         return ("s_generated" if unread == "generated" else "s_unread" if unread
                 else "s_passed"), {}
     if verdict == v.COULD_NOT_TELL and not record.unseen_calls:
-        return "s_once", {}
+        return ("s_held" if getattr(record, "_held_in_loop", False) else "s_once"), {}
     if verdict == v.COULD_NOT_TELL:
         return "s_untaken", {"call": record.unseen_calls[0]}
     if verdict == v.NOT_NEEDED_SO_FAR:

@@ -293,7 +293,7 @@ def _why_kept(call: dict, lang: str) -> str:
     elif call.get("unseen_calls"):
         why = m("k_untaken", call=call["unseen_calls"][0])
     elif call.get("ran_once_in_a_loop"):
-        why = m("k_once")
+        why = m("k_held" if call.get("held_in_loop") else "k_once")
     else:
         return call["verdict"]
     for sep in (": ", "："):  # "kept: could not tell (...)": the part after "kept"
@@ -536,7 +536,8 @@ class _Plugin:
                 "completed": bool(completed),
                 # (with whether its code could be read, which the reason says: _why_kept)
                 "calls": [{**c.to_dict(), "unread": getattr(c, "_unread", False) or False,
-                           "observed": getattr(c, "_observed", False) or False}
+                           "observed": getattr(c, "_observed", False) or False,
+                           "held_in_loop": getattr(c, "_held_in_loop", False)}
                           for c in report.calls] if report is not None else [],
                 # (real path, line) of each call, as the gate's rerun finds the site
                 "real": [real_line(c) for c in report.calls] if report is not None else [],
