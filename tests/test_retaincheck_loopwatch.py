@@ -239,3 +239,42 @@ def test_a_loop_seen_twice_that_holds_an_older_graph_says_so(tmp_path):
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site._shapes_iterated, report.format()
     assert "the loop's code holds" in report.format() and "not seen" not in report.format()
+
+
+def test_a_trace_function_the_program_sets_while_a_loop_is_watched_ends_the_watch():
+    """The program sets its own trace function and drops it again (here in the inner loop's
+    iterator, as its run ends): the watch may have missed the line that ended the loop's run,
+    so it proves nothing, and the program's function ran as set. Without the check in
+    proven(), the next epoch's run looked like a second iteration ("not needed") and the
+    test failed."""
+    w = torch.ones(3, requires_grad=True)
+    box = [[[[[[None]]]]]]  # (six lists deep: past what the code reading follows)
+    events = []
+
+    def tracer(frame, event, arg):
+        events.append(event)
+
+    class Once:
+        def __init__(self):
+            self.n = 0
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            self.n += 1
+            if self.n > 1:
+                sys.settrace(tracer)
+                sys.settrace(None)
+                raise StopIteration
+            return self.n
+
+    with retaincheck.audit() as report:
+        for epoch in range(2):
+            box[0][0][0][0][0][0] = torch.tanh(w * (epoch + 1))
+            for _ in Once():
+                (box[0][0][0][0][0][0] * 2).sum().backward(retain_graph=True)
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL and not getattr(site, "_shapes_iterated", None), (
+        report.format())
+    assert sys.gettrace() is None

@@ -177,6 +177,11 @@ def proven(watch: Watch, frames) -> bool:
     on the stack (not another generator of the same code), still running that loop (no line
     outside it, no return), and a line of its head since. Ends the watch when it proves it."""
     frame = watch.frame
+    if frame is not None and not (
+            _GETTRACE() is calls and frame.f_trace is _lines and frame.f_trace_lines):
+        # (the program set a trace function of its own, or the frame's, meanwhile: the watch
+        # may have missed the line that ended the loop's run)
+        watch.ended = True
     if watch.ended or frame is None or watch.heads == 0 or not any(
             f is frame for f in frames):
         return False
