@@ -69,6 +69,29 @@ HIDDEN = {
                   "    step(torch.ones(3, requires_grad=True).exp())\n\n\n"
                   "bank = [torch.zeros(3) for _ in range(200)]\nbank[100] = (w * 2).exp()\n"
                   "for i in batches(2 if TAKEN else 1):\n    step(bank[100])\n"),
+    # rev59a A1: loops with no frame the watch can see: map() (in a loop and alone),
+    # functools.reduce, torch's tree_map, a map object a deque consumes (the graph six lists
+    # deep, past what the code reading follows)
+    "map_alone": ("box = [[[[[[torch.tanh(w)]]]]]]\n\n\ndef step(i):\n"
+                  "    (box[0][0][0][0][0][0] * (i + 1)).sum().backward(retain_graph=True)\n"
+                  "\n\nlist(map(step, range(2 if TAKEN else 1)))\n"),
+    "map_in_a_loop": ("box = [None]\n\n\ndef step(i):\n"
+                      "    (box[0][0][0][0][0][0] * (i + 1)).sum().backward(retain_graph=True)\n"
+                      "\n\nfor epoch in range(2):\n"
+                      "    box[0] = [[[[[torch.tanh(w * (epoch + 1))]]]]]\n"
+                      "    list(map(step, range(2 if TAKEN else 1)))\n"),
+    "reduce": ("import functools\n\nbox = [[[[[[torch.tanh(w)]]]]]]\n\n\ndef step(i):\n"
+               "    (box[0][0][0][0][0][0] * (i + 1)).sum().backward(retain_graph=True)\n"
+               "\n\nfunctools.reduce(lambda acc, i: step(i), range(2 if TAKEN else 1), 0)\n"),
+    "tree_map": ("from torch.utils import _pytree\n\nbox = [[[[[[torch.tanh(w)]]]]]]\n\n\n"
+                 "def step(i):\n"
+                 "    (box[0][0][0][0][0][0] * (i + 1)).sum().backward(retain_graph=True)\n"
+                 "\n\n_pytree.tree_map(step, list(range(2 if TAKEN else 1)))\n"),
+    "deque_consumed": ("import collections\n\nbox = [[[[[[torch.tanh(w)]]]]]]\n\n\n"
+                       "def step(i):\n"
+                       "    (box[0][0][0][0][0][0] * (i + 1)).sum().backward(retain_graph=True)\n"
+                       "\n\nsteps = map(step, range(2 if TAKEN else 1))\n"
+                       "collections.deque(steps, maxlen=0)\n"),
     # two runs on one way in one iteration (map() calls the helper twice from one line) are
     # not two iterations (the graphs six lists deep, past what the code reading follows)
     "map_in_one_iteration": ("def step(f):\n    (f * 2).sum().backward(retain_graph=True)\n"
@@ -99,7 +122,8 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     looked like an iteration), "pre_hook_default", "two_loops", "while_test", "with_target"
     and "map_in_one_iteration" were; with one proof per site (any loop's), "two_loops" was;
     with that and the watch of any way to the site taken for the way it runs now (the rule
-    before rev58), "two_loops" and "head_path" were."""
+    before rev58), "two_loops" and "head_path" were; with hidden_loop never finding one,
+    "map_alone", "map_in_a_loop", "reduce", "tree_map" and "deque_consumed" were."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

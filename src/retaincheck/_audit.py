@@ -658,7 +658,9 @@ def _in_a_loop(session: Session, record, stop: tuple) -> bool:
     iterations of one run of the loop on the same stack shape (each way on its own: rev58a
     A1, rev58b A2)."""
     seen = getattr(record, "_shapes_iterated", ())
-    return any(loop_at(session, shape, stop) is not None and shape not in seen
+    loops = getattr(record, "_loops", {})
+    return any((loops.get(shape, (None, None, False))[2]
+                or loop_at(session, shape, stop) is not None) and shape not in seen
                for shape in getattr(record, "_shapes", ()))
 
 

@@ -962,18 +962,21 @@ class Session:
         return result
 
     def loop_of(self, record: CallRecord, shape: tuple, chain: list):
-        """(frame index, (head lines, span)) of the innermost loop around the site on this
-        stack shape (``_audit.loop_at``), once per shape; (None, None) where the loop cannot
-        be watched (``_loopwatch``'s docstring) or there is none."""
+        """(frame index, (head lines, span), hidden) of the innermost loop around the site on
+        this stack shape (``_audit.loop_at``), once per shape; (None, None, hidden) where the
+        loop cannot be watched (``_loopwatch``'s docstring) or there is none; hidden: a loop
+        the watch cannot see is on the way (``hidden_loop``)."""
         known = record.__dict__.setdefault("_loops", {})
         found = known.get(shape)
         if found is None:
             from ._audit import loop_at, runner_stop
             from ._reads import comprehension_lines, loop_lines, ran_as_written
 
-            found = (None, None)
+            found = (None, None, False)
             j = loop_at(self, shape, runner_stop(self)[1])
-            if j is not None and 0 <= j < len(chain) and not (
+            if self.hidden_loop(shape, chain, j):
+                found = (None, None, True)  # (a loop the watch cannot see: never told)
+            elif j is not None and 0 <= j < len(chain) and not (
                     chain[j].f_code.co_flags & 0x1 and reads_own_locals(chain[j].f_code)):
                 code = chain[j].f_code
                 name, line, first = self.walked[shape][j]
@@ -982,9 +985,37 @@ class Session:
                     "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>") else loop_lines(
                     name, line, first)
                 if spans is not None:
-                    found = (j, spans)
+                    found = (j, spans, False)
             known[shape] = found
         return found
+
+    def hidden_loop(self, shape: tuple, chain: list, upto: int | None) -> bool:
+        """Whether a frame on the way to the site, up to the loop's (``upto``: the frame
+        index ``_audit.loop_at`` gave; None, every frame up to the module's code or the test
+        runner's), calls the next one through code that may call it again and that the watch
+        cannot see (rev59a A1): a call that is not of the function itself (``list(map(step,
+        xs))``, ``functools.reduce(step, ...)``, ``sorted(xs, key=step)``: code with no frame;
+        or a value that cannot be found without running the program's code), or a loop of
+        torch's own code (``tree_map``, ``LBFGS.step``)."""
+        from ._audit import _OURS, _up_to_runner, runner_stop
+        from ._reads import called_expression, in_a_loop
+
+        lines = list(_up_to_runner(self.walked[shape], runner_stop(self)[1]))
+        last = len(lines) - 1 if upto is None else upto
+        for k in range(1, min(last, len(chain) - 1) + 1):
+            if chain[k - 1].f_code.co_name == "<module>":
+                break  # (what runs a module's code, an import, runpy, exec: graphs of its own)
+            name, line, first = lines[k]
+            torch_dir = _OURS[1] if _OURS else "\0"
+            if name.startswith(torch_dir) and in_a_loop(name, line, first):
+                return True
+            if _doing(chain[k], self.doing) in ("awaiting", "driving"):
+                continue  # (an await runs its coroutine once; a for loop's head, its iteration)
+            expression = called_expression(name, chain[k].f_code, chain[k].f_lasti)
+            if expression is None or not _is_the_function(
+                    _called_value(expression, chain[k]), chain[k - 1].f_code):
+                return True
+        return False
 
     def loop_proven(self, record: CallRecord, shape: tuple, chain: list) -> None:
         """The site runs again: a proof for the watch of this stack shape, if any."""
@@ -1003,7 +1034,7 @@ class Session:
         A2), is not proven by the other."""
         if shape in getattr(record, "_shapes_iterated", ()):
             return
-        j, spans = self.loop_of(record, shape, chain)
+        j, spans, _ = self.loop_of(record, shape, chain)
         if j is None:
             return
         watches = record.__dict__.setdefault("_watches", {})
@@ -1812,6 +1843,74 @@ _OWN_LOCALS = frozenset({"locals", "vars", "exec", "eval", "dir"})
 # `inspect.getargvalues(inspect.currentframe()).locals`)
 _OWN_FRAME = frozenset({"f_locals", "currentframe", "_getframe", "getargvalues"})
 _uses_locals: dict = {}
+
+
+_MISSING = object()
+
+
+def _called_value(expression, frame):
+    """The value of a called expression (a name, a chain of attributes) in ``frame``, found
+    without running the program's code (the frame's locals as ``_read_locals`` reads them,
+    its globals and builtins; attributes by ``inspect.getattr_static``); ``_MISSING`` where
+    it cannot be."""
+    import ast
+    import inspect
+
+    if isinstance(expression, ast.Name):
+        name = expression.id
+        if frame.f_code.co_flags & 0x1:
+            items = _read_locals(frame)
+            if items is None:
+                return _MISSING
+            values = dict(items)
+        else:
+            values = frame.f_locals
+        for scope in (values, frame.f_globals, frame.f_builtins):
+            if name in scope:
+                return scope[name]
+        return _MISSING
+    if isinstance(expression, ast.Attribute):
+        base = _called_value(expression.value, frame)
+        if base is _MISSING:
+            return _MISSING
+        try:
+            value = inspect.getattr_static(base, expression.attr, _MISSING)
+        except Exception:  # (an object whose type's lookups fail)
+            return _MISSING
+        if type(value).__name__ in ("member_descriptor", "getset_descriptor"):
+            try:
+                value = value.__get__(base, type(base))  # (a slot's value: C code only)
+            except Exception:
+                return _MISSING
+        return value
+    return _MISSING
+
+
+def _is_the_function(value, code) -> bool:
+    """Whether calling ``value`` runs ``code`` itself: a function of that code, or a bound
+    method, ``staticmethod``/``classmethod``, ``functools.partial`` of one, or an object or
+    class whose ``__call__``/``__init__``/``__new__`` has it."""
+    import functools
+    import inspect
+
+    for _ in range(8):
+        if value is _MISSING or value is None:
+            return False
+        if getattr(value, "__code__", None) is code:
+            return True
+        if isinstance(value, (staticmethod, classmethod)) or inspect.ismethod(value):
+            value = value.__func__
+        elif isinstance(value, functools.partial):
+            value = value.func
+        elif isinstance(value, type):
+            return any(getattr(inspect.getattr_static(value, name, None), "__code__", None)
+                       is code for name in ("__init__", "__new__"))
+        else:
+            value = inspect.getattr_static(type(value), "__call__", None)
+            if isinstance(value, type(_is_the_function)):
+                return value.__code__ is code
+            return False
+    return False
 
 
 def _reads_its_locals(code) -> bool:

@@ -27,8 +27,10 @@ Not watched (then the site stays "could not tell" when it is in a loop): a progr
 own trace function (a debugger, coverage.py's tracer: ``sys.gettrace()`` set), a thread
 other than the main one, a frame whose code reads its own locals (before Python 3.13 the
 trace trampoline writes a frame's dict back into its locals once the dict was read), a
-comprehension with two ``for``s, and from Python 3.12 a list, set or dict comprehension
-(inlined in its function's frame: ``_reads.loop_lines``). A generator's frame is watched
+comprehension with two ``for``s, from Python 3.12 a list, set or dict comprehension
+(inlined in its function's frame: ``_reads.loop_lines``), and a loop with no frame the watch
+can see on the way (``map``, ``functools.reduce``, torch's ``tree_map``: ``_hooks.Session.
+hidden_loop``). A generator's frame is watched
 across its yields (``_suspends``); a generator closed before its loop ends ends the watch.
 """
 

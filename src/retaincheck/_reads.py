@@ -1669,3 +1669,22 @@ def _jumps_back(code) -> frozenset:
 
 
 _as_written: dict[tuple, bool] = {}
+
+
+def called_expression(path: str, code, lasti: int):
+    """The expression a call at instruction ``lasti`` of ``code`` calls (``f`` of ``f(x)``,
+    ``self.step`` of ``self.step(x)``), from the file's text; None where no one call of the
+    text is at that place."""
+    import itertools
+
+    try:
+        at = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
+    except AttributeError:  # (Python 3.10: no places)
+        return None
+    tree = _tree(path)
+    if at is None or None in at or tree is None:
+        return None
+    from ._audit import _call_positions
+
+    found = [n.func for n in ast.walk(tree) if isinstance(n, ast.Call) and at in _call_positions(n)]
+    return found[0] if len(found) == 1 else None
