@@ -143,6 +143,13 @@ SEEN_TWICE = {
                   "        (w * i).pow(2).sum().backward(retain_graph=True)\n"
                   "        yield i\n\n\nfor epoch in range(2):\n    for _ in fit():\n"
                   "        pass\n"),
+    # a torch module's forward called as an attribute of an object (found in its _modules)
+    "submodule_forward": ("class Penalty(torch.nn.Module):\n    def forward(self, i):\n"
+                          "        (w * i).pow(2).sum().backward(retain_graph=True)\n"
+                          "        return i\n\n\nclass Trainer:\n    def __init__(self):\n"
+                          "        self.penalty = Penalty()\n\n    def fit(self):\n"
+                          "        for i in range(2):\n            self.penalty(i)\n\n\n"
+                          "Trainer().fit()\n"),
     "comprehension": ("def step(i):\n    (w * i).pow(2).sum().backward(retain_graph=True)\n"
                       "    return i\n\n\nfor epoch in range(2):\n"
                       "    done = [step(i) for i in range(2)]\n"),

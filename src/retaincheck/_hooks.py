@@ -1875,7 +1875,12 @@ def _called_value(expression, frame):
             return _MISSING
         try:
             value = inspect.getattr_static(base, expression.attr, _MISSING)
-        except Exception:  # (an object whose type's lookups fail)
+            if value is _MISSING:  # (a torch module's submodules, by its __getattr__)
+                for table in ("_modules", "_parameters", "_buffers"):
+                    found = object.__getattribute__(base, "__dict__").get(table)
+                    if type(found) is dict and expression.attr in found:
+                        return found[expression.attr]
+        except Exception:  # (an object whose type's lookups fail, one with no __dict__)
             return _MISSING
         if type(value).__name__ in ("member_descriptor", "getset_descriptor"):
             try:
