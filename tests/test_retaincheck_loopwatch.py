@@ -143,10 +143,12 @@ SEEN_TWICE = {
                   "        (w * i).pow(2).sum().backward(retain_graph=True)\n"
                   "        yield i\n\n\nfor epoch in range(2):\n    for _ in fit():\n"
                   "        pass\n"),
-    # a torch module's forward called as an attribute of an object (found in its _modules)
+    # a torch module's forward called as another module's attribute (found in its _modules;
+    # without that lookup the site was "could not tell: kept" and the test failed)
     "submodule_forward": ("class Penalty(torch.nn.Module):\n    def forward(self, i):\n"
                           "        (w * i).pow(2).sum().backward(retain_graph=True)\n"
-                          "        return i\n\n\nclass Trainer:\n    def __init__(self):\n"
+                          "        return i\n\n\nclass Trainer(torch.nn.Module):\n"
+                          "    def __init__(self):\n        super().__init__()\n"
                           "        self.penalty = Penalty()\n\n    def fit(self):\n"
                           "        for i in range(2):\n            self.penalty(i)\n\n\n"
                           "Trainer().fit()\n"),
