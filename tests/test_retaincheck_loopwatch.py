@@ -92,6 +92,34 @@ HIDDEN = {
                        "    (box[0][0][0][0][0][0] * (i + 1)).sum().backward(retain_graph=True)\n"
                        "\n\nsteps = map(step, range(2 if TAKEN else 1))\n"
                        "collections.deque(steps, maxlen=0)\n"),
+    # rev60a A1: a generator's loop, sent the graph each iteration by a loop outside it: a
+    # yield ends the watch (what resumes it runs meanwhile)
+    "generator_sent": ("import itertools\n\n\ndef steps():\n    for k in itertools.count():\n"
+                       "        f = yield\n"
+                       "        (f[0][0][0][0][0] * 2).sum().backward(retain_graph=True)\n\n\n"
+                       "box = [None]\nt = steps()\nnext(t)\nfor epoch in range(2):\n"
+                       "    box[0] = [[[[[torch.tanh(w * (epoch + 1))]]]]]\n"
+                       "    for _ in range(2 if TAKEN else 1):\n        t.send(box[0])\n"),
+    # rev60b A1: a flat loop whose iterations pick a graph made before it by the count (the
+    # loop is seen twice, each run on another graph), and the same with a cache the loop
+    # fills, one graph per epoch (behind a helper's helper, past what the code reading follows)
+    "bank_by_index": ("INNER = 2 if TAKEN else 1\n_BANK = [torch.tanh(w * (e + 1)) for e in "
+                      "range(2)]\n\n\ndef _pick(k):\n    return _BANK[k]\n\n\n"
+                      "def features(k):\n    return _pick(k)\n\n\nfor i in range(2 * INNER):\n"
+                      "    (features(i // INNER) * 2).sum().backward(retain_graph=True)\n"),
+    # the same, each epoch's graph dropped after its last use (no older graph alive as a later
+    # run runs, but one built before the earlier run is walked)
+    "bank_dropped": ("INNER = 2 if TAKEN else 1\n"
+                     "bank = [[[[[[torch.tanh(w * (e + 1)) for e in range(2)]]]]]]\n"
+                     "for i in range(2 * INNER):\n    k = i // INNER\n"
+                     "    (bank[0][0][0][0][0][k] * 2).sum().backward(retain_graph=True)\n"
+                     "    if (i + 1) % INNER == 0:\n        bank[0][0][0][0][0][k] = None\n"),
+    "cache_filled_in_the_loop": (
+        "INNER = 2 if TAKEN else 1\n_CACHE = {}\n\n\ndef _load(k):\n"
+        "    if k not in _CACHE:\n        _CACHE[k] = torch.tanh(w * (k + 1))\n"
+        "    return _CACHE[k]\n\n\ndef features(k):\n    return _load(k)\n\n\n"
+        "for i in range(2 * INNER):\n"
+        "    (features(i // INNER) * 2).sum().backward(retain_graph=True)\n"),
     # two runs on one way in one iteration (map() calls the helper twice from one line) are
     # not two iterations (the graphs six lists deep, past what the code reading follows)
     "map_in_one_iteration": ("def step(f):\n    (f * 2).sum().backward(retain_graph=True)\n"
@@ -123,7 +151,10 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     and "map_in_one_iteration" were; with one proof per site (any loop's), "two_loops" was;
     with that and the watch of any way to the site taken for the way it runs now (the rule
     before rev58), "two_loops" and "head_path" were; with hidden_loop never finding one,
-    "map_alone", "map_in_a_loop", "reduce", "tree_map" and "deque_consumed" were."""
+    "map_alone", "map_in_a_loop", "reduce", "tree_map" and "deque_consumed" were; with a
+    generator's yield not ending the watch, "generator_sent" was; without the older-graph
+    check (_hooks.Session.fired), "bank_dropped" was; without the outlived check
+    (Session.measure), "cache_filled_in_the_loop" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))
@@ -139,10 +170,10 @@ SEEN_TWICE = {
     "nested_in_a_caller": ("def step(i):\n    (w * i).pow(2).sum().backward(retain_graph=True)"
                            "\n\n\nfor epoch in range(2):\n    for i in range(2):\n"
                            "        step(i)\n"),
-    "generator": ("def fit():\n    for i in range(2):\n"
-                  "        (w * i).pow(2).sum().backward(retain_graph=True)\n"
-                  "        yield i\n\n\nfor epoch in range(2):\n    for _ in fit():\n"
-                  "        pass\n"),
+    # a generator's loop that runs the site twice between its yields
+    "generator": ("def fit():\n    for epoch in range(2):\n        for i in range(2):\n"
+                  "            (w * i).pow(2).sum().backward(retain_graph=True)\n"
+                  "        yield epoch\n\n\nfor _ in fit():\n    pass\n"),
     # a torch module's forward called as another module's attribute (found in its _modules;
     # without that lookup the site was "could not tell: kept" and the test failed)
     "submodule_forward": ("class Penalty(torch.nn.Module):\n    def forward(self, i):\n"
@@ -271,7 +302,8 @@ def test_a_loop_seen_twice_that_holds_an_older_graph_says_so(tmp_path):
     _, report = run_fixture(path, audited=True)
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL and site._shapes_iterated, report.format()
-    assert "the loop's code holds" in report.format() and "not seen" not in report.format()
+    assert "the program holds a graph from before" in report.format()
+    assert "not seen" not in report.format()
 
 
 def test_a_trace_function_the_program_sets_while_a_loop_is_watched_ends_the_watch():

@@ -563,8 +563,12 @@ def _mark_untaken_calls(session: Session) -> None:
             # of its loop; what the code keeps is read as well, whatever the watch saw)
             unproven = _in_a_loop(session, record, stop)
             # (the reason said: its loop not seen twice, or a graph the code keeps from
-            # before the loop though it was, rev58b A3)
-            record._held_in_loop = not unproven and _loops_over_a_graph(session, record, stop)
+            # before the loop though it was, rev58b A3; or a later run that walked a graph
+            # built before an earlier run, _hooks.Session.fired, rev60b A1)
+            record._held_in_loop = not unproven and (
+                _loops_over_a_graph(session, record, stop) or (
+                    getattr(record, "_walks_older", False)
+                    or getattr(record, "_outlived", False)) and _looped(session, record, stop))
             record.ran_once_in_a_loop = unproven or record._held_in_loop
 
 
@@ -649,6 +653,14 @@ def _loops_over_a_graph(session: Session, record, stop: tuple = ()) -> bool:
                                             "<genexpr>"):
                 roots = None
     return False
+
+
+def _looped(session: Session, record, stop: tuple) -> bool:
+    """Whether any of the site's runs was in a loop, watched or not."""
+    loops = getattr(record, "_loops", {})
+    return any(loops.get(shape, (None, None, False))[2]
+               or loop_at(session, shape, stop) is not None
+               for shape in getattr(record, "_shapes", ()))
 
 
 def _in_a_loop(session: Session, record, stop: tuple) -> bool:

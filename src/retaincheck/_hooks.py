@@ -1072,6 +1072,15 @@ class Session:
                         call.pair = prev
         if call is not None and prev is not call:
             if call.retaining:
+                if prev is None and call.index >= 2 and not getattr(
+                        call.record, "_walks_older", False):
+                    # a node walked for the first time by a later run of the site, built
+                    # before its earlier run began (a graph made before the loop: which run
+                    # walks which graph may depend on the counts, features(i // inner),
+                    # rev60b A1): the loop rule keeps the site (_audit._mark_untaken_calls)
+                    starts = self.started.get(call.record, ())
+                    if len(starts) >= call.index - 1 and tag.seq < starts[call.index - 2]:
+                        call.record._walks_older = True
                 call.executed.append(tag)
                 keepers = tag.keepers
                 if keepers is None:
@@ -1258,6 +1267,11 @@ class Session:
             everyone.append(tag.storages)
             if record in tag.keepers:
                 mine.append(tag.storages)
+                if tag.last is not call:
+                    # a graph an earlier run of the site kept is still alive as this one runs:
+                    # something holds it, and a later run may walk it (a cache filled in the
+                    # loop, _load(epoch), rev60b A1): the loop rule keeps the site
+                    record._outlived = True
         for key in dead:
             del self.live[key]
         site = distinct_bytes(mine)

@@ -30,13 +30,13 @@ trace trampoline writes a frame's dict back into its locals once the dict was re
 comprehension with two ``for``s, from Python 3.12 a list, set or dict comprehension
 (inlined in its function's frame: ``_reads.loop_lines``), and a loop with no frame the watch
 can see on the way (``map``, ``functools.reduce``, torch's ``tree_map``: ``_hooks.Session.
-hidden_loop``). A generator's frame is watched
-across its yields (``_suspends``); a generator closed before its loop ends ends the watch.
+hidden_loop``). A generator's or coroutine's loop is told only where it ran the site twice
+between its yields: a yield (an ``await`` that suspends) ends the watch, as the code that
+resumes it runs meanwhile (rev60a A1).
 """
 
 from __future__ import annotations
 
-import dis
 import sys
 import threading
 
@@ -102,8 +102,9 @@ def _lines(frame, event, arg):
                     watch.ended = True
             elif line not in watch.span:
                 watch.ended = True
-    elif event == "return" and not (frame.f_code.co_flags & 0x2A0 and _suspends(frame)) or (
-            event == "exception" and arg[0] is GeneratorExit):  # (a generator closed)
+    elif event == "return":
+        # (a return, or a generator's or coroutine's yield: what resumes it runs meanwhile,
+        # and may send in the graph a later iteration walks, made anew or not, rev60a A1)
         for watch in entry[1]:
             watch.ended = True
     for watch in [w for w in entry[1] if w.ended]:
@@ -113,19 +114,6 @@ def _lines(frame, event, arg):
         _close_frame(frame)
         return None
     return _lines
-
-
-def _suspends(frame) -> bool:
-    """Whether a generator's or coroutine's frame returns by a ``yield`` (or an ``await``'s):
-    its loop goes on when it is resumed (the thread's trace function leaves its ``f_trace``
-    as it is, CPython ``trace_trampoline``)."""
-    try:
-        return frame.f_code.co_code[frame.f_lasti] == _YIELD
-    except IndexError:
-        return False
-
-
-_YIELD = dis.opmap["YIELD_VALUE"]
 
 
 def _close_frame(frame) -> None:

@@ -550,10 +550,11 @@ EN.update({
     "s_once": "keep it, or run the program so that the loop runs at least twice and check again",
     "k_once": "kept: could not tell (its loop was not seen running it twice)",
     "why_held": ": no later backward() or grad() walked this graph, and its loop was seen running "
-    "this line in two iterations, but what the loop's code holds (a name, an attribute, an "
-    "iterator) has a graph made before the loop: a later iteration may walk it",
+    "this line in two iterations, but the program holds a graph from before an iteration (made "
+    "before the loop, or kept from an earlier iteration, in a name, an attribute, a cache, an "
+    "iterator): a later iteration may walk it",
     "s_held": "keep it, or make that graph inside the loop (or detach it) and check again",
-    "k_held": "kept: could not tell (the loop holds a graph made before it)",
+    "k_held": "kept: could not tell (a graph from an earlier iteration is held)",
     "why_generated": ": no later backward() or grad() walked this graph, but this line's file "
     "was written while the program ran (code it generated), so its literal True may be "
     "written otherwise on another run",
@@ -626,9 +627,10 @@ ZH.update({
     "k_once": "不改：无法判断（没有看到它所在的循环把它执行两次）",
     "why_held": "。之后没有 backward() 或 grad() 遍历这张计算图，"
     "也看到了它所在的循环在两次迭代里都执行这一行，"
-    "但循环的代码持有的东西（名字、属性、迭代器）里有循环之前建好的图：之后的某次迭代可能遍历它",
+    "但程序持有某次迭代之前的图（循环之前建好的，或者从更早的迭代留下的，放在名字、属性、缓存或迭代器里）："
+    "之后的某次迭代可能遍历它",
     "s_held": "先留着；或者把这张图放到循环里面构建（或者先 detach），再检查一次",
-    "k_held": "不改：无法判断（循环持有循环之前建好的图）",
+    "k_held": "不改：无法判断（持有更早迭代的图）",
     "why_generated": "。之后没有 backward() 或 grad() 遍历这张计算图，"
     "但这一行所在的文件是程序运行时写出来的（生成的代码），"
     "换一次运行，这里的字面量 True 可能写成别的值",

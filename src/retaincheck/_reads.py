@@ -1553,6 +1553,16 @@ _spans: dict[tuple, tuple | None] = {}
 
 
 def _loop_lines(tree, line: int, first: int | None) -> tuple[frozenset, frozenset] | None:
+    best = _innermost_loop(tree, line, first)
+    if best is None or isinstance(best, _COMPREHENSIONS):
+        return None
+    end = (best.iter if isinstance(best, (ast.For, ast.AsyncFor)) else best.test).end_lineno
+    head = frozenset(range(best.lineno, (end or best.lineno) + 1))
+    body = frozenset(range(best.body[0].lineno, (best.body[-1].end_lineno or line) + 1))
+    return head, head | body
+
+
+def _innermost_loop(tree, line: int, first: int | None):
     scope = None if tree is None else _code_at(tree, line, first)
     best, todo = None, list(ast.iter_child_nodes(scope)) if scope is not None else []
     while todo:
@@ -1569,12 +1579,7 @@ def _loop_lines(tree, line: int, first: int | None) -> tuple[frozenset, frozense
                     node.end_lineno or node.lineno) <= (best.end_lineno or best.lineno):
                 best = node
         todo.extend(ast.iter_child_nodes(node))
-    if best is None or isinstance(best, _COMPREHENSIONS):
-        return None
-    end = (best.iter if isinstance(best, (ast.For, ast.AsyncFor)) else best.test).end_lineno
-    head = frozenset(range(best.lineno, (end or best.lineno) + 1))
-    body = frozenset(range(best.body[0].lineno, (best.body[-1].end_lineno or line) + 1))
-    return head, head | body
+    return best
 
 
 def _each_iteration(node, line: int) -> bool:
