@@ -1689,7 +1689,14 @@ def called_expression(path: str, code, lasti: int):
     tree = _tree(path)
     if at is None or None in at or tree is None:
         return None
-    from ._audit import _call_positions
+    key = (id(tree), at)
+    if key not in _called_at:
+        from ._audit import _call_positions
 
-    found = [n.func for n in ast.walk(tree) if isinstance(n, ast.Call) and at in _call_positions(n)]
-    return found[0] if len(found) == 1 else None
+        found = [n.func for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and at in _call_positions(n)]
+        _called_at[key] = found[0] if len(found) == 1 else None
+    return _called_at[key]
+
+
+_called_at: dict[tuple, ast.AST | None] = {}
