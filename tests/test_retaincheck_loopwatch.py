@@ -114,6 +114,15 @@ HIDDEN = {
                      "for i in range(2 * INNER):\n    k = i // INNER\n"
                      "    (bank[0][0][0][0][0][k] * 2).sum().backward(retain_graph=True)\n"
                      "    if (i + 1) % INNER == 0:\n        bank[0][0][0][0][0][k] = None\n"),
+    # rev61a A1: a one-entry cache behind a method, keyed by the count: it drops the old
+    # graph before the next run, so only the code reading can keep the site
+    "one_entry_cache": ("REUSE = 2 if TAKEN else 1\n\n\nclass Slot:\n"
+                        "    def __init__(self):\n        self.d = {}\n\n"
+                        "    def pick(self, key, fresh):\n        got = self.d.get(key, fresh)\n"
+                        "        self.d = {key: got}\n        return got\n\n\n"
+                        "slot = Slot()\nfor i in range(4):\n"
+                        "    feats = slot.pick(i // REUSE, torch.tanh(w * (i + 1)))\n"
+                        "    (feats * 2).sum().backward(retain_graph=True)\n"),
     "cache_filled_in_the_loop": (
         "INNER = 2 if TAKEN else 1\n_CACHE = {}\n\n\ndef _load(k):\n"
         "    if k not in _CACHE:\n        _CACHE[k] = torch.tanh(w * (k + 1))\n"
@@ -154,7 +163,9 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     "map_alone", "map_in_a_loop", "reduce", "tree_map" and "deque_consumed" were; with a
     generator's yield not ending the watch, "generator_sent" was; without the older-graph
     check (_hooks.Session.fired), "bank_dropped" was; without the outlived check
-    (Session.measure), "cache_filled_in_the_loop" was."""
+    (Session.measure), "cache_filled_in_the_loop" was; with a setter that reads the
+    attribute before it sets it taken for one that sets it anew (_reads._read_before),
+    "one_entry_cache" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

@@ -835,8 +835,12 @@ def loop_over_names(path: str, line: int, first: int | None, roots=None,
                               for r in _walk_own(f)))}
                 if "__call__" in cached:
                     cached |= {None}  # (see _refreshes: a call of no function of the file)
+                # (not an assignment after a read of the attribute in the same function: a
+                # one-entry cache, `got = self.d.get(key, fresh); self.d = {key: got}`,
+                # hands the old value on, rev61a A1)
                 if not any(id(f) in reached and (id(f) in mine or id(f) not in methods or (
                         not holder)) and any(_refreshes(n, attr, reached[id(f)], cached)
+                                             and not _read_before(f, attr, n.lineno)
                                              for n in _unconditional(f)) for f in setters):
                     names.add(user or base)
             elif where or any(isinstance(c, ast.ClassDef) and c.name == holder
@@ -1022,6 +1026,12 @@ def _always_assigned(stmts, fresh=frozenset(), held=frozenset()) -> set[str]:
 def _unconditional(function) -> list:
     """The nodes of a function's own code that run on every call of it (``_always_run``)."""
     return _always_run(function.body)
+
+
+def _read_before(function, attr: str, line: int) -> bool:
+    """Whether ``function``'s own code reads an attribute named ``attr`` before ``line``."""
+    return any(isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Load)
+               and n.lineno < line for n in _walk_own(function))
 
 
 def _refreshes(node, attr: str, owners, cached=frozenset()) -> bool:
