@@ -123,6 +123,15 @@ HIDDEN = {
                         "slot = Slot()\nfor i in range(4):\n"
                         "    feats = slot.pick(i // REUSE, torch.tanh(w * (i + 1)))\n"
                         "    (feats * 2).sum().backward(retain_graph=True)\n"),
+    # rev61b A1: a cache the loop's last iteration fills, read by the next step; the loop's
+    # function has returned and the graph is alive at the end
+    "cache_for_the_next_step": (
+        "_CACHE = {}\n\n\ndef target(t):\n    if t == 0:\n"
+        "        return (w.exp() * 3).sum()\n    if 'c' not in _CACHE:\n"
+        "        _CACHE['c'] = (w * 2).exp().sum()\n    return _CACHE['c']\n\n\n"
+        "def step():\n    for t in range(2):\n"
+        "        target(t).backward(retain_graph=True)\n\n\n"
+        "for s in range(2 if TAKEN else 1):\n    step()\n"),
     "cache_filled_in_the_loop": (
         "INNER = 2 if TAKEN else 1\n_CACHE = {}\n\n\ndef _load(k):\n"
         "    if k not in _CACHE:\n        _CACHE[k] = torch.tanh(w * (k + 1))\n"
@@ -165,7 +174,8 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     check (_hooks.Session.fired), "bank_dropped" was; without the outlived check
     (Session.measure), "cache_filled_in_the_loop" was; with a setter that reads the
     attribute before it sets it taken for one that sets it anew (_reads._read_before),
-    "one_entry_cache" was."""
+    "one_entry_cache" was; without the check of graphs alive after the loop's function
+    returned (_audit._kept_past_its_function), "cache_for_the_next_step" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

@@ -106,6 +106,9 @@ class audit:
     def __exit__(self, exc_type, exc, tb) -> None:
         session = self._session
         session.base = None
+        # (the sites whose kept graphs are alive as the block ends: _kept_past_its_function)
+        session.kept_alive = {record for tag in (ref() for ref in list(session.live.values()))
+                              if tag is not None for record in (tag.keepers or ())}
         try:
             session.uninstall(keep_tags=self._keep_tags)
             report = session.report
@@ -561,6 +564,8 @@ def _mark_untaken_calls(session: Session) -> None:
         if not found:
             # (in a loop: told only where _loopwatch saw it run in two iterations of one run
             # of its loop; what the code keeps is read as well, whatever the watch saw)
+            if _kept_past_its_function(session, record):
+                record._outlived = True
             unproven = _in_a_loop(session, record, stop)
             # (the reason said: its loop not seen twice, or a graph the code keeps from
             # before the loop though it was, rev58b A3; or a later run that walked a graph
@@ -652,6 +657,21 @@ def _loops_over_a_graph(session: Session, record, stop: tuple = ()) -> bool:
             if shape[2 * j].co_name not in ("<listcomp>", "<setcomp>", "<dictcomp>",
                                             "<genexpr>"):
                 roots = None
+    return False
+
+
+def _kept_past_its_function(session: Session, record) -> bool:
+    """Whether a graph the site kept is alive at the audit's end though the function that ran
+    its loop has returned (not the audit's block, not a module's code, whose names live on):
+    something outside that function holds it, for a later run of it to walk (a cache the
+    loop's last iteration filled, read by the next step, rev61b A1)."""
+    if record not in getattr(session, "kept_alive", ()):
+        return False
+    loops = getattr(record, "_loops", {})
+    for shape in getattr(record, "_shapes", ()):
+        j = loops.get(shape, (None, None, False))[0]
+        if j is not None and 2 * j + 2 < len(shape) and shape[2 * j].co_name != "<module>":
+            return True
     return False
 
 
