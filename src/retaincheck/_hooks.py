@@ -292,6 +292,7 @@ class Session:
         self.started_at = time.time()  # (a site's file written since: generated, _audit)
         self.block: tuple[str, int] | None = None  # (file, line) of the audit's with statement
         self.base = None  # the frame of that with statement, while the block runs
+        self.finding_loops = False  # (Session.loop_of, while it reads files)
         self.below_base = False  # its callers' code counted in stack_codes (Session.run)
         self.in_child = False  # this process is a child forked during the audit
         self.forked: list[int] = []  # the pids of the children forked during the audit
@@ -968,26 +969,37 @@ class Session:
         the watch cannot see is on the way (``hidden_loop``)."""
         known = record.__dict__.setdefault("_loops", {})
         found = known.get(shape)
+        if found is None and self.finding_loops:
+            # (a pass started while the audit reads the loop's file: a module loader's
+            # get_source that runs one, rev42a F2; reading again would start it again)
+            return (None, None, True)
         if found is None:
-            from ._audit import loop_at, runner_stop
-            from ._reads import comprehension_lines, loop_lines, ran_as_written
-
-            found = (None, None, False)
-            j = loop_at(self, shape, runner_stop(self)[1])
-            if self.hidden_loop(shape, chain, j):
-                found = (None, None, True)  # (a loop the watch cannot see: never told)
-            elif j is not None and 0 <= j < len(chain) and not (
-                    chain[j].f_code.co_flags & 0x1 and reads_own_locals(chain[j].f_code)):
-                code = chain[j].f_code
-                name, line, first = self.walked[shape][j]
-                spans = None if not ran_as_written(name, code) else comprehension_lines(
-                    name, code) if code.co_name in (
-                    "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>") else loop_lines(
-                    name, line, first)
-                if spans is not None:
-                    found = (j, spans, False)
+            self.finding_loops = True
+            try:
+                found = self._loop_of(shape, chain)
+            finally:
+                self.finding_loops = False
             known[shape] = found
         return found
+
+    def _loop_of(self, shape: tuple, chain: list):
+        from ._audit import loop_at, runner_stop
+        from ._reads import comprehension_lines, loop_lines, ran_as_written
+
+        j = loop_at(self, shape, runner_stop(self)[1])
+        if self.hidden_loop(shape, chain, j):
+            return (None, None, True)  # (a loop the watch cannot see: never told)
+        if j is not None and 0 <= j < len(chain) and not (
+                chain[j].f_code.co_flags & 0x1 and reads_own_locals(chain[j].f_code)):
+            code = chain[j].f_code
+            name, line, first = self.walked[shape][j]
+            spans = None if not ran_as_written(name, code) else comprehension_lines(
+                name, code) if code.co_name in (
+                "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>") else loop_lines(
+                name, line, first)
+            if spans is not None:
+                return (j, spans, False)
+        return (None, None, False)
 
     def hidden_loop(self, shape: tuple, chain: list, upto: int | None) -> bool:
         """Whether a frame on the way to the site, up to the loop's (``upto``: the frame
@@ -1012,8 +1024,10 @@ class Session:
             if _doing(chain[k], self.doing) in ("awaiting", "driving"):
                 continue  # (an await runs its coroutine once; a for loop's head, its iteration)
             expression = called_expression(name, chain[k].f_code, chain[k].f_lasti)
-            if expression is None or not _is_the_function(
-                    _called_value(expression, chain[k]), chain[k - 1].f_code):
+            callee = chain[k - 1].f_code  # (or the code torch.compile rewrote it from)
+            if expression is None or not any(_is_the_function(
+                    _called_value(expression, chain[k]), code)
+                    for code in {callee, _original_code(callee)} if code is not None):
                 return True
         return False
 
