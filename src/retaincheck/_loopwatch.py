@@ -25,8 +25,10 @@ hand on 2026-12-06; the benchmarks' per-class loop, with and without the watch: 
 
 Not watched (then the site stays "could not tell" when it is in a loop): a program with its
 own trace function (a debugger, coverage.py's tracer: ``sys.gettrace()`` set), a thread
-other than the main one, a frame whose code reads its own locals (before Python 3.13 the
-trace trampoline writes a frame's dict back into its locals once the dict was read), a
+other than the main one, a frame whose code reads its own locals (as a precaution: before
+Python 3.13, once a frame's locals dict was read, ``call_trampoline`` in CPython's
+``Python/sysmodule.c`` copies the variables into the dict around the next trace call; seen
+here as the dict refilled, ``_hooks._settled``), a
 comprehension with two ``for``s, from Python 3.12 a list, set or dict comprehension
 (inlined in its function's frame: ``_reads.loop_lines``), and a loop with no frame the watch
 can see on the way (``map``, ``functools.reduce``, torch's ``tree_map``: ``_hooks.Session.
