@@ -132,6 +132,13 @@ HIDDEN = {
         "def step():\n    for t in range(2):\n"
         "        target(t).backward(retain_graph=True)\n\n\n"
         "for s in range(2 if TAKEN else 1):\n    step()\n"),
+    # rev63a A1: the inner loop inside another loop's else block (a warm-up loop's)
+    "loop_in_an_else_block": ("for epoch in range(2):\n    for warm in range(2):\n"
+                              "        pass\n    else:\n"
+                              "        box = [[[[[[torch.tanh(w * (epoch + 1))]]]]]]\n"
+                              "        for _ in range(2 if TAKEN else 1):\n"
+                              "            (box[0][0][0][0][0][0] * 2).sum().backward(\n"
+                              "                retain_graph=True)\n"),
     "cache_filled_in_the_loop": (
         "INNER = 2 if TAKEN else 1\n_CACHE = {}\n\n\ndef _load(k):\n"
         "    if k not in _CACHE:\n        _CACHE[k] = torch.tanh(w * (k + 1))\n"
@@ -175,7 +182,9 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     (Session.measure), "cache_filled_in_the_loop" was; with a setter that reads the
     attribute before it sets it taken for one that sets it anew (_reads._read_before),
     "one_entry_cache" was; without the check of graphs alive after the loop's function
-    returned (_audit._kept_past_its_function), "cache_for_the_next_step" was."""
+    returned (_audit._kept_past_its_function), "cache_for_the_next_step" was; with the search
+    for the innermost loop not looking inside a loop whose else block holds the line,
+    "loop_in_an_else_block" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

@@ -1583,10 +1583,11 @@ def _innermost_loop(tree, line: int, first: int | None):
                 node.lineno <= line <= (node.end_lineno or node.lineno)) and not (
                 isinstance(node, _LOOPS) and isinstance(node.body[-1], ast.Break)
                 and not any(isinstance(n, ast.Continue) for n in ast.walk(node))):
-            if isinstance(node, _LOOPS) and not _each_iteration(node, line):
-                continue  # (a for loop's iterable, its else block: not run by its iterations)
-            if best is None or node.lineno >= best.lineno and (
-                    node.end_lineno or node.lineno) <= (best.end_lineno or best.lineno):
+            # (not a loop whose iterations do not run the line: a for loop's iterable, its
+            # else block; a loop inside that block still is one, rev63a A1)
+            if (not isinstance(node, _LOOPS) or _each_iteration(node, line)) and (
+                    best is None or node.lineno >= best.lineno and (
+                        node.end_lineno or node.lineno) <= (best.end_lineno or best.lineno)):
                 best = node
         todo.extend(ast.iter_child_nodes(node))
     return best
