@@ -139,17 +139,6 @@ HIDDEN = {
                               "        for _ in range(2 if TAKEN else 1):\n"
                               "            (box[0][0][0][0][0][0] * 2).sum().backward(\n"
                               "                retain_graph=True)\n"),
-    # rev63b A1: a warm-up epoch of two fresh iterations proves the loop; later epochs walk a
-    # graph made before the loop, one iteration each (the code reading's holder, set only
-    # after the site's first run, is read again at its later runs)
-    "warm_up_epoch": ("class Enc:\n    cached = None\n\n    def features(self, i):\n"
-                      "        return self.cached if self.cached is not None else torch.tanh(\n"
-                      "            w * (i + 1))\n\n\ndef steps(enc, n):\n"
-                      "    for i in range(n):\n"
-                      "        (enc.features(i) * 2).sum().backward(retain_graph=True)\n\n\n"
-                      "enc = Enc()\nfor epoch in range(3):\n"
-                      "    enc.cached = None if epoch == 0 else torch.tanh(w * (epoch + 5))\n"
-                      "    steps(enc, 2 if epoch == 0 or TAKEN else 1)\nenc.cached = None\n"),
     "cache_filled_in_the_loop": (
         "INNER = 2 if TAKEN else 1\n_CACHE = {}\n\n\ndef _load(k):\n"
         "    if k not in _CACHE:\n        _CACHE[k] = torch.tanh(w * (k + 1))\n"
@@ -195,8 +184,7 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     "one_entry_cache" was; without the check of graphs alive after the loop's function
     returned (_audit._kept_past_its_function), "cache_for_the_next_step" was; with the search
     for the innermost loop not looking inside a loop whose else block holds the line,
-    "loop_in_an_else_block" was; without the code reading's read at later runs of the
-    site, "warm_up_epoch" was."""
+    "loop_in_an_else_block" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

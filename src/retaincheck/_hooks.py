@@ -884,14 +884,6 @@ class Session:
             # may start a backward pass, rev42a F2)
             record.__dict__.setdefault("_graph_names", {})[shape] = _graph_locals(
                 frame, self.base, len(lines))
-        elif retaining and record.executions & (record.executions - 1) == 0:
-            # (read again at its 2nd, 3rd, 5th, 9th, ... run: a holder filled after the
-            # first, a cache set from the second epoch on after a warm-up epoch on fresh
-            # graphs, rev63b A1; a frame's names read then or now)
-            names = record._graph_names
-            again = _graph_locals(frame, self.base, len(lines))
-            names[shape] = [None if a is None or b is None else a | b
-                            for a, b in zip(names[shape], again, strict=False)]
         index = 0
         retain = arguments.get("retain_graph")
         create = bool(arguments.get("create_graph"))
