@@ -373,3 +373,48 @@ def test_a_trace_function_the_program_sets_while_a_loop_is_watched_ends_the_watc
     assert site.verdict == COULD_NOT_TELL and not getattr(site, "_shapes_iterated", None), (
         report.format())
     assert sys.gettrace() is None
+
+
+def test_two_loops_an_ast_transform_put_on_one_line_are_not_one(tmp_path):
+    """rev64a A1: a runner wraps a file's one-line loop in an epoch loop by an AST transform,
+    every new node on the loop's line: the watch tells iterations by lines, so the next
+    epoch's run looked like a second iteration. The file's code has one jump back on that
+    line, the code that ran two: not the code the file says, not watched. With the jumps
+    compared as a set (one pair either way), the site was "not needed" and the test failed."""
+    import ast
+
+    head = ("import torch\nw = torch.ones(3, requires_grad=True)\nbox = [None]\n\n\n"
+            "def step(i):\n    (box[0][0][0][0][0][0] * (i + 1)).sum().backward("
+            "retain_graph=True)\n\n\n")
+    path = tmp_path / "cell.py"
+    path.write_text(head + "for i in range(INNER): step(i)\n")
+
+    def run(inner: int, text: str, audited: bool):
+        tree = ast.parse(text)
+        loop = tree.body[-1]
+        epoch = ast.parse("for epoch in range(2):\n"
+                          "    box[0] = [[[[[torch.tanh(w * (epoch + 1))]]]]]\n").body[0]
+        for node in ast.walk(epoch):  # (the new nodes only: the loop's own keep theirs)
+            if hasattr(node, "lineno"):
+                ast.copy_location(node, loop)
+        epoch.body.append(loop)
+        tree.body[-1] = epoch
+        code = compile(ast.fix_missing_locations(tree), str(path), "exec")
+        namespace = {"INNER": inner, "__name__": "__main__"}
+        try:
+            if audited:
+                with retaincheck.audit() as report:
+                    exec(code, namespace)
+                return report
+            exec(code, namespace)
+        except RuntimeError as exc:
+            return exc
+        return None
+
+    text = path.read_text()
+    report = run(1, text, audited=True)
+    assert run(2, text, audited=False) is None  # the truth: with the flag, two inner steps run
+    without = text.replace("retain_graph=True", "retain_graph=False")
+    assert isinstance(run(2, without, audited=False), RuntimeError)  # and without it, raise
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
