@@ -139,6 +139,14 @@ HIDDEN = {
                               "        for _ in range(2 if TAKEN else 1):\n"
                               "            (box[0][0][0][0][0][0] * 2).sum().backward(\n"
                               "                retain_graph=True)\n"),
+    # rev65a A3 (and A1: runpy, importlib.reload): module code run again in a loop, here a
+    # string's own loop exec'd in the epoch loop, walking a graph made before it
+    "exec_string_loop": ("box = [None]\n\n\ndef step():\n"
+                         "    (box[0][0][0][0][0][0] * 2).sum().backward(retain_graph=True)\n"
+                         "\n\nfor epoch in range(2):\n"
+                         "    box[0] = [[[[[torch.tanh(w * (epoch + 1))]]]]]\n"
+                         "    exec('for j in range(n):\\n    step()\\n',\n"
+                         "         {'step': step, 'n': 2 if TAKEN else 1})\n"),
     "cache_filled_in_the_loop": (
         "INNER = 2 if TAKEN else 1\n_CACHE = {}\n\n\ndef _load(k):\n"
         "    if k not in _CACHE:\n        _CACHE[k] = torch.tanh(w * (k + 1))\n"
@@ -184,7 +192,8 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     "one_entry_cache" was; without the check of graphs alive after the loop's function
     returned (_audit._kept_past_its_function), "cache_for_the_next_step" was; with the search
     for the innermost loop not looking inside a loop whose else block holds the line,
-    "loop_in_an_else_block" was."""
+    "loop_in_an_else_block" was; with the search stopping at the first module code on the
+    way (not looking for a loop that runs it again), "exec_string_loop" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

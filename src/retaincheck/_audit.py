@@ -714,8 +714,20 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
         _OURS.append(os.path.dirname(_realpath(__file__)) + os.sep)
         _OURS.append(os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep)
     here, torch_dir = _OURS
+    past_module = False
     for j, frame in enumerate(_up_to_runner(lines, stop)):
         name = frame[0]
+        if past_module:
+            # (what runs a module's code, runpy, importlib.reload, exec of a file's text, in a
+            # loop: each run makes the module's code anew, so no way to the site repeats, and
+            # the module's code may walk a graph its runner made before the loop, rev65a A1,
+            # A3: a loop no watch can prove)
+            if not name.startswith("<") and _kind(name) in (1, 2) and in_a_loop(*frame) or (
+                    _kind(name) == 0 and not name.startswith("<")
+                    and not _realpath(name).startswith((here, torch_dir))
+                    and in_a_loop(*frame)):
+                return -1
+            continue
         if name.startswith("<"):  # (code from a string; not a frozen module's, runpy's)
             if not name.startswith(("<frozen", "<stdin>")) and j and (
                     shape[2 * j - 2].co_name != "<module>") and not called_by_name(
@@ -734,8 +746,9 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
                 return -1  # (a thread's target: a loop may start one per iteration, rev50a M3)
         if shape[2 * j].co_name == "<module>":
             # (a module's code: what runs it again, an import, runpy, a launcher's loop over
-            # experiments, runs it whole, each time with graphs of its own)
-            break
+            # experiments, may hand it a graph made before; only its runners' loops are
+            # looked for from here on)
+            past_module = True
     return None
 
 
