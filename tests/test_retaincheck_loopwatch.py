@@ -147,6 +147,13 @@ HIDDEN = {
                          "    box[0] = [[[[[torch.tanh(w * (epoch + 1))]]]]]\n"
                          "    exec('for j in range(n):\\n    step()\\n',\n"
                          "         {'step': step, 'n': 2 if TAKEN else 1})\n"),
+    # rev66a A1: every other iteration walks a graph with no saved tensors (nothing new kept),
+    # the others one made before the loop and held in a SimpleQueue (seen twice: 2 runs)
+    "queue_every_other": ("import queue\n\nq = queue.SimpleQueue()\nq.put(torch.tanh(w))\n"
+                          "for i in range(3 if TAKEN else 2):\n    if i % 2 == 0:\n"
+                          "        h = q.get()\n        q.put(h)\n    else:\n"
+                          "        h = w + 0.0\n"
+                          "    h.sum().backward(retain_graph=True)\n"),
     "cache_filled_in_the_loop": (
         "INNER = 2 if TAKEN else 1\n_CACHE = {}\n\n\ndef _load(k):\n"
         "    if k not in _CACHE:\n        _CACHE[k] = torch.tanh(w * (k + 1))\n"
@@ -193,7 +200,8 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     returned (_audit._kept_past_its_function), "cache_for_the_next_step" was; with the search
     for the innermost loop not looking inside a loop whose else block holds the line,
     "loop_in_an_else_block" was; with the search stopping at the first module code on the
-    way (not looking for a loop that runs it again), "exec_string_loop" was."""
+    way (not looking for a loop that runs it again), "exec_string_loop" was; with the
+    outlived check skipped for a run that keeps nothing new, "queue_every_other" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

@@ -1270,6 +1270,15 @@ class Session:
         if not call.grew:
             # Nothing new is kept: what the site and all sites keep at once can only have
             # shrunk since the last measure (nodes died or were freed), so no peak is missed.
+            # (Whether a graph an earlier run kept is still alive is looked at all the same:
+            # this run's graph may hold no saved tensors, rev66a A1.)
+            if not getattr(record, "_outlived", False):
+                for ref in list(self.live.values()):
+                    tag = ref()
+                    if tag is not None and tag.keepers and record in tag.keepers and (
+                            tag.last is not call):
+                        record._outlived = True
+                        break
             return
         mine, everyone = [], []
         dead = []
