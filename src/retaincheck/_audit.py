@@ -675,12 +675,12 @@ def _kept_past_its_function(session: Session, record) -> bool:
     return False
 
 
-def _looped(session: Session, record, stop: tuple) -> bool:
-    """Whether any of the site's runs was in a loop, watched or not."""
+def _looped(session: Session, record, stop: tuple) -> set:
+    """The site's stack shapes that ran it in a loop, watched or not (a loop no watch can
+    see, ``_hooks.Session.hidden_loop``, or one ``loop_at`` finds)."""
     loops = getattr(record, "_loops", {})
-    return any(loops.get(shape, (None, None, False))[2]
-               or loop_at(session, shape, stop) is not None
-               for shape in getattr(record, "_shapes", ()))
+    return {shape for shape in getattr(record, "_shapes", ()) if loops.get(
+        shape, (None, None, False))[2] or loop_at(session, shape, stop) is not None}
 
 
 def _in_a_loop(session: Session, record, stop: tuple) -> bool:
@@ -689,11 +689,7 @@ def _in_a_loop(session: Session, record, stop: tuple) -> bool:
     L1, rev50a M3, rev50b M1, M4), unless ``_loopwatch`` saw that loop run it in two
     iterations of one run of the loop on the same stack shape (each way on its own: rev58a
     A1, rev58b A2)."""
-    seen = getattr(record, "_shapes_iterated", ())
-    loops = getattr(record, "_loops", {})
-    return any((loops.get(shape, (None, None, False))[2]
-                or loop_at(session, shape, stop) is not None) and shape not in seen
-               for shape in getattr(record, "_shapes", ()))
+    return bool(_looped(session, record, stop) - getattr(record, "_shapes_iterated", set()))
 
 
 _OURS: list = []  # this package's folder and torch's (loop_at)
@@ -704,9 +700,9 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
     loop around the site: of the program's, an installed package's, the standard library's
     (``sched.scheduler.run``); -1 where a loop may run it that no frame here shows (code
     compiled from a string, ``timeit``'s; a thread's target: a loop may start one per
-    iteration); None for none. Not the test runner's loops (pytest's, unittest's), which call
-    each test once; not what runs a module's code again (an import, runpy), which makes
-    graphs of its own."""
+    iteration; a loop that runs a module's code again, runpy, importlib.reload, exec); None
+    for none. Not the test runner's loops (pytest's, unittest's), taken to call each test
+    once."""
     from ._reads import _kind, _realpath, called_by_name, in_a_loop
 
     lines = session.walked.get(shape, ())
@@ -714,6 +710,12 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
         _OURS.append(os.path.dirname(_realpath(__file__)) + os.sep)
         _OURS.append(os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep)
     here, torch_dir = _OURS
+    def looping(name: str, frame) -> bool:
+        """A loop of the program's, an installed package's or the standard library's (not
+        this package's or torch's) runs this frame's line."""
+        return not name.startswith("<") and (_kind(name) in (1, 2) or (
+            not _realpath(name).startswith((here, torch_dir)))) and in_a_loop(*frame)
+
     past_module = False
     for j, frame in enumerate(_up_to_runner(lines, stop)):
         name = frame[0]
@@ -722,10 +724,7 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
             # loop: each run makes the module's code anew, so no way to the site repeats, and
             # the module's code may walk a graph its runner made before the loop, rev65a A1,
             # A3: a loop no watch can prove)
-            if not name.startswith("<") and _kind(name) in (1, 2) and in_a_loop(*frame) or (
-                    _kind(name) == 0 and not name.startswith("<")
-                    and not _realpath(name).startswith((here, torch_dir))
-                    and in_a_loop(*frame)):
+            if looping(name, frame):
                 return -1
             continue
         if name.startswith("<"):  # (code from a string; not a frozen module's, runpy's)
@@ -733,17 +732,15 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
                     shape[2 * j - 2].co_name != "<module>") and not called_by_name(
                     name, shape[2 * j], shape[2 * j + 1], shape[2 * j - 2].co_name):
                 return -1
-        elif _kind(name) in (1, 2) and (in_a_loop(*frame) or shape[2 * j].co_name in (
-                "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>")):
+        elif looping(name, frame) or _kind(name) in (1, 2) and shape[2 * j].co_name in (
+                "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"):
             # (the program's loop, or an installed package's: what it walks may have been
             # made before the loop, in part, h of `(h * i).sum()`: rev50b M1; a comprehension
             # that runs in a frame of its own, a generator expression's, before 3.12 all)
             return j
-        elif _kind(name) == 0 and not _realpath(name).startswith((here, torch_dir)):
-            if in_a_loop(*frame):
-                return j
-            if shape[2 * j].co_name == "run" and os.path.basename(name) == "threading.py":
-                return -1  # (a thread's target: a loop may start one per iteration, rev50a M3)
+        elif _kind(name) == 0 and not _realpath(name).startswith((here, torch_dir)) and (
+                shape[2 * j].co_name == "run" and os.path.basename(name) == "threading.py"):
+            return -1  # (a thread's target: a loop may start one per iteration, rev50a M3)
         if shape[2 * j].co_name == "<module>":
             # (a module's code: what runs it again, an import, runpy, a launcher's loop over
             # experiments, may hand it a graph made before; only its runners' loops are

@@ -1016,7 +1016,7 @@ class Session:
         last = len(lines) - 1 if upto is None else upto
         for k in range(1, min(last, len(chain) - 1) + 1):
             if chain[k - 1].f_code.co_name == "<module>":
-                break  # (what runs a module's code, an import, runpy, exec: graphs of its own)
+                break  # (what runs a module's code in a loop: _audit.loop_at, past_module)
             name, line, first = lines[k]
             torch_dir = _OURS[1] if _OURS else "\0"
             if name.startswith(torch_dir) and in_a_loop(name, line, first):

@@ -9,19 +9,20 @@ misses holders the program may hide anywhere (review rounds rev52-rev57 found on
 time), so a site in a loop counts as told only where this watch saw the loop run it in two
 iterations of one run of the loop; otherwise it is "could not tell: kept".
 
-How it watches, and why by a trace function: Python shows no iteration count of a running
-loop (before 3.12, ``sys.monitoring`` does not exist, and a running frame's value stack, where
-a ``for`` loop's iterator lives, is not visible to ``gc.get_referents``). After the site
-runs, the frame that runs the loop gets a local trace function (``frame.f_trace``) that sees
-its line events only: a line of the loop's head (``for ...:`` on a jump back, ``while``'s
-test) and the site running again from that frame, with no line outside the loop and no
-return in between, is a second iteration of the same run of the loop (a proof, and the watch
-ends). A line outside the loop or the frame's return ends the watch unproven: the loop has
-ended. ``sys.settrace`` must be set for a frame's ``f_trace`` to be called (CPython
-``sysmodule.c``, ``trace_trampoline``); its function here returns None, so no other frame
-is traced, but every Python call costs one call of it while a watch is open, at most until
-the site runs again or the loop ends (1.2x on an eight-layer MLP's Adam step, measured once by
-hand on 2026-12-06; the benchmarks' per-class loop, with and without the watch: the same).
+How it watches, and why by a trace function: Python shows no iteration count of a running loop
+(before 3.12, ``sys.monitoring`` does not exist, and a running frame's value stack, where a
+``for`` loop's iterator lives, is not visible to ``gc.get_referents``). After the site runs,
+the frame that runs the loop gets a local trace function (``frame.f_trace``) that sees its line
+events only: a line of the loop's head (``for ...:`` on a jump back, ``while``'s test) and the
+site running again the same way (the same stack shape, that frame on it), with no line outside
+the loop and no return or yield in between, is a second iteration of the same run of the loop
+(a proof, and the watch ends). A line outside the loop or the frame's return ends the watch
+unproven: the loop has ended. ``sys.settrace`` must be set for a frame's ``f_trace`` to be
+called (CPython ``sysmodule.c``, ``trace_trampoline``); its function here returns None, so no
+other frame is traced, but every Python call costs one call of it while a watch is open, at
+most until the site runs again or the loop ends (1.2x on an eight-layer MLP's Adam step,
+measured once by hand on 2026-12-06; the benchmarks' per-class loop, with and without the
+watch: the same).
 
 Not watched (then the site stays "could not tell" when it is in a loop): a program with its
 own trace function (a debugger, coverage.py's tracer: ``sys.gettrace()`` set), a thread
@@ -48,7 +49,7 @@ _OPEN: dict[int, tuple] = {}
 _BUDGET = 64
 """Heads of the loop a watch waits through for the site to run again (a site that runs
 every hundredth step): after that it ends unproven, and the next run of the site starts
-another. A site gets at most ``TRIES`` watches."""
+another. Each way to a site (its stack shape) gets at most ``TRIES`` watches."""
 TRIES = 3
 
 
