@@ -134,7 +134,7 @@ def _mark_unseen_reads(session: Session) -> None:
     from ._reads import reads_in
 
     files = set(session.files)
-    files.update(site[3] for site in session.sites.values())
+    files.update(site[3] for _, site in session.sites.values())
     reads = reads_in(files, session.modules_before) + session.dynamic_reads
     for record in open_sites:
         record.unseen_reads = list(reads)
@@ -483,7 +483,7 @@ def _mark_untaken_calls(session: Session) -> None:
     # test's audit began: rev27m S1). Not every module of the user's imported before: the
     # other test modules of a pytest session would make every same-named function a walker.
     before = session.modules_before or set()
-    own = {name for name in set(session.files) | {site[3] for site in session.sites.values()}
+    own = {name for name in set(session.files) | {site[3] for _, site in session.sites.values()}
            if name and not name.startswith("<") and _kind(name) == 2}
     own.update(name for module_name, module in list(sys.modules.items())
                if module_name not in before

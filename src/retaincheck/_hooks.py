@@ -20,12 +20,16 @@ counts, as "?". Any doubt is resolved towards "needed", never towards "not neede
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
+import dataclasses
+import functools
 import linecache
 import os
 import sys
 import threading
 import time
+import types
 import weakref
 from collections.abc import Mapping
 
@@ -189,6 +193,23 @@ class _Tag:
 _Tag.in_parent = _Tag.__call__
 
 
+class _Shape(tuple):
+    """A stack shape (every frame's code and instruction, innermost first), hashed once, by
+    each code's name and first line: a code object's own hash reads its constants, nested
+    codes included (a module's code: every function of the module), and a shape is looked up
+    in several tables on every call. (Equal codes have equal names and first lines, so equal
+    shapes hash alike.)"""
+
+    def __new__(cls, items):
+        self = tuple.__new__(cls, items)
+        self._hash = hash(tuple(
+            (x.co_name, x.co_firstlineno) if type(x) is types.CodeType else x for x in self))
+        return self
+
+    def __hash__(self):
+        return self._hash
+
+
 class Call:
     __slots__ = (
         "record", "kind", "key", "index", "retaining", "keeps", "executed", "epochs", "steps",
@@ -236,22 +257,24 @@ class Session:
         self.seq_nr = torch._C._autograd._get_sequence_nr
         self.torch_dir = os.path.dirname(torch.__file__) + os.sep
         self.own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
-        # Keyed by file name and code object below: two code objects of the same text compare
-        # equal whatever their files (rev34a K2: helpers_a.py and helpers_b.py, copies, were
-        # one site named after the first)
-        self.code_kind: dict = {}  # (file, code object) -> 0 skip, 1 torch internal, 2 user
+        # Keyed by the code object's identity below (the code held in the value, so that its
+        # id is no other's meanwhile): two code objects of the same text compare equal
+        # whatever their files (rev34a K2: helpers_a.py and helpers_b.py, copies, were one
+        # site named after the first), and hashing a code object reads all its constants,
+        # nested code included (a module's: every function in it), on every call
+        self.code_kind: dict = {}  # id(code) -> (code, 0 skip, 1 torch internal, 2 user)
         self.display: dict = {}
         # sites are named from where the run started, also after the program's os.chdir
         # (rev34a K1: "train.py:7" of a script that moved into exp2/ named ./train.py)
         self.start_dir = os.getcwd()
-        self.sites: dict = {}  # (file, code object, line) -> its site
+        self.sites: dict = {}  # (id(code), line) -> (code, its site)
         self.originals: dict[str, object] = {}
         self.wrappers: dict[str, object] = {}  # what install() put in their place
         # (code, instruction) -> where in its file that call is; what that instruction does
         # (_doing): facts of the code alone, kept from one audit to the next (the pytest
         # plugin's audit per test, a benchmark's audit per step: read once, not per audit)
         self.positions, self.doing = _POSITIONS, _DOING
-        self.coded: set = set()  # the (code, instruction) of sites whose code was kept
+        self.coded: dict = {}  # (id(code), instruction) -> code, of sites whose code was kept
         ag = torch.autograd
         # the frames between a caller and the engine, by file and name: torch.autograd.grad
         # may be another function now (a spy, or an earlier audit's wrapper left inside one)
@@ -261,7 +284,7 @@ class Session:
         self.between: dict = {}  # (retaining site, reusing site) -> grads touched between
         self.files: set[str] = set()  # files the program ran, searched for saved-tensor reads
         self.modules_before: set[str] | None = None  # modules imported before the audit
-        self.stack_codes: set = set()  # code objects seen on retaining calls' stacks
+        self.stack_codes: dict = {}  # id(code) -> code, of those on retaining calls' stacks
         # "file:line (exec'd code)" for code with no file that may read saved tensors
         self.dynamic_reads: list[str] = []
         self.stdlib_unclean: set[str] = set()  # names of strings with a read, compiled by
@@ -646,18 +669,18 @@ class Session:
 
     # -- calls --------------------------------------------------------------------------------
     def _kind_of(self, code) -> int:
-        key = (code.co_filename, code)
-        kind = self.code_kind.get(key)
-        if kind is None:
-            filename = os.path.abspath(code.co_filename)
-            if filename.startswith(self.own_dir):
-                kind = 0
-            elif filename.startswith(self.torch_dir):
-                rel = filename[len(self.torch_dir) :]
-                kind = 0 if rel in ("_tensor.py", "overrides.py") else 1
-            else:
-                kind = 2
-            self.code_kind[key] = kind
+        known = self.code_kind.get(id(code))
+        if known is not None and known[0] is code:
+            return known[1]
+        filename = os.path.abspath(code.co_filename)
+        if filename.startswith(self.own_dir):
+            kind = 0
+        elif filename.startswith(self.torch_dir):
+            rel = filename[len(self.torch_dir) :]
+            kind = 0 if rel in ("_tensor.py", "overrides.py") else 1
+        else:
+            kind = 2
+        self.code_kind[id(code)] = (code, kind)
         return kind
 
     def caller(self, engine=False):
@@ -707,22 +730,24 @@ class Session:
     def site_of(self, frame):
         """(key, "file:line", function, filename) of a frame's current line, cached."""
         code = frame.f_code
-        cache_key = (code.co_filename, code, frame.f_lineno)
-        site = self.sites.get(cache_key)
-        if site is None:
-            filename = code.co_filename
-            key = (self.display_path(filename), frame.f_lineno)
-            site = (key, f"{key[0]}:{key[1]}", code.co_name, filename)
-            self.sites[cache_key] = site
+        cache_key = (id(code), frame.f_lineno)
+        known = self.sites.get(cache_key)
+        if known is not None and known[0] is code:
+            return known[1]
+        filename = code.co_filename
+        key = (self.display_path(filename), frame.f_lineno)
+        site = (key, f"{key[0]}:{key[1]}", code.co_name, filename)
+        self.sites[cache_key] = (code, site)
         return site
 
     def place(self, frame) -> tuple | None:
         """Where in its file the call a frame is at lies (``_position``), once per instruction."""
-        place = (frame.f_code, frame.f_lasti)
-        at = self.positions.get(place, place)
-        if at is place:  # (first met: a position may be None)
-            at = self.positions[place] = _position(frame)
-        return at
+        code = frame.f_code
+        key = (id(code), frame.f_lasti)
+        known = self.positions.get(key)
+        if known is None or known[0] is not code:  # (first met: a position may be None)
+            known = self.positions[key] = (code, _position(frame))
+        return known[1]
 
     def run(self, original, kind, args, kwargs, arguments, roots_arg, explicit, engine=False):
         self.report.backward_calls += 1
@@ -746,7 +771,7 @@ class Session:
             shape.append(f.f_lasti)
             chain.append(f)  # (for _loopwatch, after the call: running frames, held till then)
             f = None if f is base else f.f_back
-        shape = tuple(shape)
+        shape = _Shape(shape)
         lines = self.walked.get(shape)
         if lines is None:
             f, inner, lines = frame, None, []  # (inner: the frame above f)
@@ -868,8 +893,8 @@ class Session:
             # place in the line: _audit._mark_passed_through looks at that call alone
             # (rev36a F3: a methodcaller-bound flag inside a literal call on the same line)
             at = self.place(frame)
-            if (frame.f_code, frame.f_lasti) not in self.coded:  # (first met)
-                self.coded.add((frame.f_code, frame.f_lasti))
+            if self.coded.get((id(frame.f_code), frame.f_lasti)) is not frame.f_code:
+                self.coded[(id(frame.f_code), frame.f_lasti)] = frame.f_code  # (first met)
                 # the code that ran there, which the text read for the site must compile to
                 # (_audit._mark_passed_through; rev37a G4, rev37b G2)
                 ran = _original_code(frame.f_code)
@@ -902,8 +927,8 @@ class Session:
             codes = self.stack_codes
             while f is not None:
                 code = f.f_code
-                if code not in codes:
-                    codes.add(code)
+                if codes.get(id(code)) is not code:
+                    codes[id(code)] = code
                     self.files.add(code.co_filename)
                 if f is base:
                     if self.below_base:
@@ -1389,8 +1414,10 @@ def _grad_pattern(prev, call) -> str:
     return notes.SAME_OUTPUTS
 
 
+@functools.lru_cache(maxsize=1024)
 def _without_comment(line: str) -> str:
-    """The source line, stripped, without a trailing comment."""
+    """The source line, stripped, without a trailing comment (kept per text: tokenizing is
+    the dearest step of a site's first call, met again by every audit of the same line)."""
     import io
     import tokenize
 
@@ -1461,16 +1488,24 @@ def _resolve(name: str, frame, start: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+_MONITORING = getattr(sys, "monitoring", None)  # (3.12 on)
+
+
 def _watched() -> bool:
     """Whether a profile or trace function of the program's runs in this thread (a profiler
     that logs how backward was called, ``sys.setprofile``, ``sys.settrace``), or a
     ``sys.monitoring`` tool: it sees backward's arguments, the flag among them, and may act on
     them, which turning graph-keeping off at run time does not show (rev37a G7). coverage.py's
-    tracers, which record lines and arcs only, do not count."""
-    for function in (sys.getprofile(), sys.gettrace()):
+    tracers, which record lines and arcs only, do not count. (The trace function is read by
+    the interpreter's own ``sys.gettrace``, past any stand-in for it: the audit's own, while a
+    watch is open, or one the program put there.)"""
+    profile, trace = sys.getprofile(), _loopwatch._GETTRACE()
+    if profile is None and (trace is None or trace is _loopwatch.calls) and _MONITORING is None:
+        return False  # (every call of a retaining site asks: the common answer first)
+    for function in (profile, trace):
         if function is not None and not _counts_calls(function):
             return True
-    monitoring = getattr(sys, "monitoring", None)
+    monitoring = _MONITORING
     if monitoring is not None:
         for tool in range(6):
             name = monitoring.get_tool(tool)
@@ -1535,22 +1570,25 @@ def _doing(frame, cache: dict) -> str:
     callee or the unpacking's), or "other" (an instruction that runs code of the program's
     that is no call: a ``for`` loop's ``__next__``, a list's ``*`` merge, a property),
     "driving" (a ``for`` loop's next step), "awaiting" (an ``await``'s send).
-    ``cache``: by code and instruction."""
-    key = (frame.f_code, frame.f_lasti)
+    ``cache``: by code (its id; the code held in the value) and instruction."""
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
     known = cache.get(key)
-    if known is None:
-        import dis
+    if known is not None and known[0] is code:
+        return known[1]
+    import dis
 
-        op = ""
-        for ins in dis.get_instructions(frame.f_code):
-            if ins.offset > frame.f_lasti:
-                break
-            op = ins.opname
-        known = cache[key] = ("unpacking" if op == "CALL_FUNCTION_EX" else
-                              "call" if op.startswith(("CALL", "PRECALL")) else
-                              "driving" if op == "FOR_ITER" else
-                              "awaiting" if op in ("SEND", "YIELD_FROM") else "other")
-    return known
+    op = ""
+    for ins in dis.get_instructions(code):
+        if ins.offset > frame.f_lasti:
+            break
+        op = ins.opname
+    doing = ("unpacking" if op == "CALL_FUNCTION_EX" else
+             "call" if op.startswith(("CALL", "PRECALL")) else
+             "driving" if op == "FOR_ITER" else
+             "awaiting" if op in ("SEND", "YIELD_FROM") else "other")
+    cache[key] = (code, doing)
+    return doing
 
 
 def test_class_code(cls, test: str | None) -> tuple[set, set]:
@@ -1666,7 +1704,9 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
             where = f"{_class_file(type(obj)) or ''}\0{type(obj).__name__}"
             for a, v in pairs:
                 budget[0] -= 1
-                if a in ("_buffers", "_parameters", "_modules") or any(
+                if type(v) in _ATOMS:
+                    continue
+                if a in ("_buffers", "_parameters", "_modules") or found and any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
                 if _holds(v, tensor, budget=budget):
@@ -1788,6 +1828,11 @@ def _installed(module) -> bool:
         (sys.base_prefix, sys.prefix, sys.exec_prefix))
 
 
+_ATOMS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+_CONTAINERS = frozenset({dict, list, tuple, set, frozenset, collections.OrderedDict,
+                         collections.deque})
+
+
 def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
     """Whether ``value`` is a tensor with a graph, or holds one: in a dict, list, tuple, set or
     deque (nested), a dataclass, a named tuple or a ``SimpleNamespace`` (a batch), a class's
@@ -1796,11 +1841,9 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
     rev52b L1). Not an object's attributes (``_graph_locals``: a loss module's, made anew by
     its forward in the loop), nor a function's globals. Read without running the program's
     code (no ``__getattr__``, no property)."""
-    import collections
-    import dataclasses
-    import functools
-    import types
-
+    kind = type(value)
+    if kind in _ATOMS or kind in _CONTAINERS and not value:  # (most of a module's
+        return False  # attributes: nothing inside; an exact built-in type's len, no program code)
     if isinstance(value, tensor):
         if value.grad_fn is not None:
             return True
@@ -1867,7 +1910,10 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
             return False
     except Exception:
         return False
-    return any(_holds(v, tensor, depth - 1, budget) for v in inner)
+    for v in inner:  # (a module's kernel_size, stride, padding: tuples of numbers)
+        if type(v) not in _ATOMS and _holds(v, tensor, depth - 1, budget):
+            return True
+    return False
 
 
 # Names whose use in a function reads or writes its frame's dict of locals: Python (before
