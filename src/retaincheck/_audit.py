@@ -113,10 +113,13 @@ class audit:
             session.uninstall(keep_tags=self._keep_tags)
             report = session.report
             report.calls.sort(key=lambda c: (c.file, c.line))
-            _mark_forked_children(session)
-            _mark_unseen_reads(session)
-            _mark_untaken_calls(session)
-            _mark_passed_through(session)
+            from ._reads import one_reading
+
+            with one_reading():  # (the files on disk looked at once each)
+                _mark_forked_children(session)
+                _mark_unseen_reads(session)
+                _mark_untaken_calls(session)
+                _mark_passed_through(session)
             if exc_type is not None:
                 report.mark_stopped(exc if exc is not None else exc_type())
         finally:

@@ -178,7 +178,9 @@ class _Tag:
                 # The common case in a loop over one forward pass: this call's reuse of that
                 # earlier call is already recorded and the node is already kept.
                 if call.epochs is not None:
-                    call.epochs.add(self.session.epoch(call.record, self))
+                    known = self.epoch  # (Session.epoch's own first step, inline)
+                    call.epochs.add(known[1] if known is not None and known[0] is call.record
+                                    else self.session.epoch(call.record, self))
                 call.executed.append(self)
                 self.last = call
                 return None
@@ -301,6 +303,8 @@ class Session:
         self.reading: list = []
         self.relative: dict = {}  # code with a relative file name -> its file, or None
         self.walked: dict = {}  # stack shape -> its lines (see run)
+        self.last_shape = None  # the last call's (the same object again: found at once)
+        self.last_site = (None, None)  # (shape, record) of the last retaining call
         # stack shape -> the number (report.backward_calls) of the last call made with it: the
         # functions that started a pass after a site's first run (_audit._mark_untaken_calls)
         self.shape_last: dict = {}
@@ -771,7 +775,11 @@ class Session:
             shape.append(f.f_lasti)
             chain.append(f)  # (for _loopwatch, after the call: running frames, held till then)
             f = None if f is base else f.f_back
-        shape = _Shape(shape)
+        shape = tuple(shape)
+        if shape == self.last_shape:  # (a loop's next call: the same frames, same places)
+            shape = self.last_shape
+        else:
+            shape = self.last_shape = _Shape(shape)
         lines = self.walked.get(shape)
         if lines is None:
             f, inner, lines = frame, None, []  # (inner: the frame above f)
@@ -888,7 +896,13 @@ class Session:
         if retaining and not getattr(record, "_observed", False):
             # (_audit._mark_passed_through; the reason: _report, _fix, _suggest)
             record._observed = "function" if observed else "watched" if _watched() else False
-        if retaining and frame is not None:
+        # The same site on the same stack shape as the call before (a loop's next call): what
+        # follows up to the graph's walk is known already from that call, the same frames at
+        # the same instructions
+        repeat = retaining and self.last_site[0] is shape and self.last_site[1] is record
+        if retaining and not repeat:
+            self.last_site = (shape, record)
+        if retaining and frame is not None and not repeat:
             # the call on the line that ran (where Python keeps positions: 3.11 on), by its
             # place in the line: _audit._mark_passed_through looks at that call alone
             # (rev36a F3: a methodcaller-bound flag inside a literal call on the same line)
@@ -901,7 +915,7 @@ class Session:
                 if ran is not None:
                     record.__dict__.setdefault("_ran_codes", {})[id(ran)] = ran
             record.__dict__.setdefault("_calls_at", set()).add(at)
-        if retaining and shape not in record._shapes:
+        if retaining and not repeat and shape not in record._shapes:
             record._shapes.add(shape)
             record._frames.update(lines)  # each function on the way to it: _untaken
             # (the names of tensors with a graph in each frame's locals, for
@@ -920,7 +934,8 @@ class Session:
                 starts.append(self.seq_nr())
         call = Call(record, kind, key_text, index, retaining, keeps, self.steps)
         call.entered = engine
-        if retaining:  # the files on its stack are searched for saved-tensor reads at the end
+        if retaining and not repeat:
+            # the files on its stack are searched for saved-tensor reads at the end
             # (the frames below the audit's with statement are every call's, while its block
             # runs: walked once; a test runner's stack is thirty frames deep)
             f, base = frame, self.base
@@ -999,9 +1014,12 @@ class Session:
             # get_source that runs one, rev42a F2; reading again would start it again)
             return (None, None, True)
         if found is None:
+            from ._reads import one_reading
+
             self.finding_loops = True
             try:
-                found = self._loop_of(shape, chain)
+                with one_reading():
+                    found = self._loop_of(shape, chain)
             finally:
                 self.finding_loops = False
             known[shape] = found
@@ -1776,6 +1794,9 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
     return found
 
 
+_SLOTS: dict = {}  # class -> the names of its slots and its bases' (_own_attributes)
+
+
 def _own_attributes(obj) -> list | None:
     """An object's own attributes, (name, value) pairs: its ``__dict__`` and its
     ``__slots__`` (a `@dataclass(slots=True)` batch, rev54b L1), read without its class's
@@ -1793,12 +1814,18 @@ def _own_attributes(obj) -> list | None:
             pairs = list(own.items())[:256]
     except Exception:
         pass
-    try:
-        slots = [s for k in type(obj).__mro__ for s in (
-            (k.__dict__.get("__slots__", ()),) if isinstance(
-                k.__dict__.get("__slots__", ()), str) else k.__dict__.get("__slots__", ()))]
-    except Exception:
-        slots = []
+    kind = type(obj)
+    slots = _SLOTS.get(kind)
+    if slots is None:  # (a class's slots are fixed once it is made: read once per class)
+        try:
+            slots = tuple(s for k in kind.__mro__ for s in (
+                (k.__dict__.get("__slots__", ()),) if isinstance(
+                    k.__dict__.get("__slots__", ()), str) else k.__dict__.get("__slots__", ())))
+        except Exception:
+            slots = ()
+        if len(_SLOTS) > 4096:
+            _SLOTS.clear()
+        _SLOTS[kind] = slots
     for name in slots[:64]:
         if name in ("__dict__", "__weakref__"):
             continue

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import os
 import re
 import sys
@@ -351,7 +352,7 @@ def _lines_in_file(path: str, fixed: bool, module=None) -> tuple[int, ...]:
     if fixed and path in _fixed:
         return _fixed[path]
     try:
-        stat = os.stat(path)
+        stat = _stat(path)
     except OSError:
         loader = getattr(module, "__loader__", None)
         if loader is None or not hasattr(loader, "get_source"):
@@ -415,12 +416,57 @@ def _kind(name: str) -> int:
 _real_dirs: dict[str, str] = {}
 
 
+_MEMO: list = []  # while one reading is on (one_reading): {path: its stat, or the error}
+
+
+@contextlib.contextmanager
+def one_reading():
+    """Within it, each file is looked at on disk once (``os.stat``, ``os.path.islink``): one
+    reading (the loop search after a site's first run, the audit's end) asks of the same
+    files many times, a system call each, and they do not change in between."""
+    if _MEMO:
+        yield
+        return
+    _MEMO.append({})
+    try:
+        yield
+    finally:
+        _MEMO.clear()
+
+
+def _stat(path: str) -> os.stat_result:
+    """``os.stat(path)``, once per reading (``one_reading``)."""
+    if not _MEMO:
+        return os.stat(path)
+    memo = _MEMO[0]
+    found = memo.get(path)
+    if found is None:
+        try:
+            found = os.stat(path)
+        except OSError as error:  # (kept as numbers, not the error: its traceback's frames
+            found = (error.errno, error.strerror)  # hold the program's, and its graphs)
+        memo[path] = found
+    if type(found) is tuple:
+        raise OSError(found[0], found[1], path)
+    return found
+
+
+def _islink(name: str) -> bool:
+    if not _MEMO:
+        return os.path.islink(name)
+    memo = _MEMO[0]
+    found = memo.get(("link", name))
+    if found is None:
+        found = memo[("link", name)] = os.path.islink(name)
+    return found
+
+
 def _realpath(name: str) -> str:
     """``os.path.realpath(name)``, its folder resolved once per folder: realpath() costs a
     stat per folder of the path, for each of the thousands of modules a torch program loads
     (torch._dynamo's 800, imported by the first optimizer: 140 ms of an audit's end). A file
     that is itself a link is resolved whole."""
-    if os.path.islink(name):
+    if _islink(name):
         return os.path.realpath(name)
     folder, base = os.path.split(os.path.abspath(name))
     real = _real_dirs.get(folder)
@@ -518,7 +564,7 @@ def _tree(path: str, compiled: bool = True) -> ast.AST | None:
     """The syntax tree of the file ``path``; else, with ``compiled``, of the text last
     compiled under its name."""
     try:
-        stat = os.stat(path)
+        stat = _stat(path)
     except OSError:
         stat = None
     if stat is not None:
@@ -1639,7 +1685,7 @@ def ran_as_written(path: str, code) -> bool:
     "exec"))``, or of a file changed since). Only the loops: pytest rewrites a test module's
     asserts, which adds code but no loop."""
     try:
-        stat = os.stat(path)
+        stat = _stat(path)
         key = (path, stat.st_mtime, stat.st_size, code)
         text = None
     except OSError:  # (a module with no file of its own: a zip's, read through its loader)
