@@ -435,3 +435,53 @@ def test_two_loops_an_ast_transform_put_on_one_line_are_not_one(tmp_path):
     assert isinstance(run(2, without, audited=False), RuntimeError)  # and without it, raise
     (site,) = report.calls
     assert site.verdict == COULD_NOT_TELL, report.format()
+
+
+@pytest.mark.parametrize("runner", ["map_run_path", "map_exec_file"])
+def test_a_loop_with_no_frame_that_runs_module_code_again_keeps_the_site(tmp_path, runner):
+    """A loop with no frame (``map``) over module code that a launcher runs again
+    (``runpy.run_path``, ``exec`` of a file's code), each run walking a graph the launcher made
+    before it: with one run in the audit, nothing shows the loop; with two, the second run
+    walks the first's graph. The search for such loops (``Session.hidden_loop``) stopped at
+    the first module code on the way, and the site was "not needed" (both forms failed so)."""
+    exp = tmp_path / "exp.py"
+    exp.write_text("def step():\n    (feats * 2).sum().backward(retain_graph=True)\n\n\n"
+                   "step()\n")
+    run = {"map_run_path": f"runpy.run_path({str(exp)!r}, init_globals={{'feats': feats}})",
+           "map_exec_file": (f"exec(compile(open({str(exp)!r}).read(), {str(exp)!r}, 'exec'),"
+                             " {'feats': feats})")}[runner]
+    source = (HEAD + "import runpy\n\nfeats = torch.tanh(w)\n"
+              f"list(map(lambda _: {run}, range(2 if TAKEN else 1)))\nresult = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    taken = source.replace("TAKEN = False", "TAKEN = True")
+    assert isinstance(run_fixture(path, taken)[0], list)  # the truth: with the flag it runs,
+    exp.write_text(exp.read_text().replace("retain_graph=True", "retain_graph=False"))
+    assert isinstance(run_fixture(path, taken)[0], RuntimeError)  # without it, it raises
+    (site,) = report.calls
+    assert site.verdict == COULD_NOT_TELL, report.format()
+
+
+def test_a_site_in_module_code_an_import_statement_runs_is_told(tmp_path, monkeypatch):
+    """An ``import`` statement runs the module's code once, directly: passed over as runpy's
+    and the import system's frames are (``Session.hidden_loop``), and a site in that code on a
+    graph of its own is "not needed", the truth (the flag removed, the same gradient) beside
+    it. With the statement not passed over, the site was "could not tell: kept"."""
+    module = tmp_path / "expmod.py"
+    module.write_text("import torch\n\nw = torch.ones(3, requires_grad=True)\n"
+                      "(w * 2).pow(2).sum().backward(retain_graph=True)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = "import torch\nimport expmod\n\nresult = [expmod.w.grad]\n"
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    try:
+        outcome, report = run_fixture(path, source, audited=True)
+        sys.modules.pop("expmod", None)
+        module.write_text(module.read_text().replace("retain_graph=True", "retain_graph=False"))
+        without, _ = run_fixture(path, source)
+    finally:
+        sys.modules.pop("expmod", None)
+    assert same(without, outcome)  # the truth: the flag changes nothing
+    (site,) = report.calls
+    assert site.verdict == NOT_NEEDED, report.format()

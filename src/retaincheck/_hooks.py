@@ -1046,21 +1046,34 @@ class Session:
 
     def hidden_loop(self, shape: tuple, chain: list, upto: int | None) -> bool:
         """Whether a frame on the way to the site, up to the loop's (``upto``: the frame
-        index ``_audit.loop_at`` gave; None, every frame up to the module's code or the test
+        index ``_audit.loop_at`` gave; None, every frame up to the audit's or the test
         runner's), calls the next one through code that may call it again and that the watch
         cannot see (rev59a A1): a call that is not of the function itself (``list(map(step,
         xs))``, ``functools.reduce(step, ...)``, ``sorted(xs, key=step)``: code with no frame;
         or a value that cannot be found without running the program's code), or a loop of
-        torch's own code (``tree_map``, ``LBFGS.step``)."""
+        torch's own code (``tree_map``, ``LBFGS.step``). Past a module's code too: what runs
+        it (an import, ``runpy``, ``exec``, this package's command line) calls no function by
+        name and is passed over, but a launcher that runs it through ``map`` runs it again
+        (``list(map(lambda _: runpy.run_path(p), range(n)))``: a Python loop there is
+        ``loop_at``'s)."""
         from ._audit import _OURS, _up_to_runner, runner_stop
-        from ._reads import called_expression, in_a_loop
+        from ._reads import _realpath, _stdlib, called_expression, in_a_loop
 
         lines = list(_up_to_runner(self.walked[shape], runner_stop(self)[1]))
         last = len(lines) - 1 if upto is None else upto
+        past_module = False
         for k in range(1, min(last, len(chain) - 1) + 1):
-            if chain[k - 1].f_code.co_name == "<module>":
-                break  # (what runs a module's code in a loop: _audit.loop_at, past_module)
             name, line, first = lines[k]
+            if chain[k - 1].f_code.co_name == "<module>":
+                past_module = True
+                continue  # (this frame runs a module's code: an import, runpy, exec)
+            if past_module and (name.startswith(("<frozen importlib", "<frozen runpy")) or (
+                    _OURS and _realpath(name).startswith(_OURS[0])) or _doing(
+                    chain[k], self.doing) == (
+                    "importing") or not name.startswith("<") and _stdlib(name) and (
+                    os.path.basename(name) == "runpy.py"
+                    or f"{os.sep}importlib{os.sep}" in name)):
+                continue  # (the machinery that runs module code, by no name of the callee)
             torch_dir = _OURS[1] if _OURS else "\0"
             if name.startswith(torch_dir) and in_a_loop(name, line, first):
                 return True
@@ -1587,7 +1600,8 @@ def _doing(frame, cache: dict) -> str:
     "unpacking" (a call that unpacks ``*args`` or ``**kwargs``: the code above it may be the
     callee or the unpacking's), or "other" (an instruction that runs code of the program's
     that is no call: a ``for`` loop's ``__next__``, a list's ``*`` merge, a property),
-    "driving" (a ``for`` loop's next step), "awaiting" (an ``await``'s send).
+    "driving" (a ``for`` loop's next step), "awaiting" (an ``await``'s send), "importing"
+    (an ``import`` statement, which runs a module's code).
     ``cache``: by code (its id; the code held in the value) and instruction."""
     code = frame.f_code
     key = (id(code), frame.f_lasti)
@@ -1604,7 +1618,8 @@ def _doing(frame, cache: dict) -> str:
     doing = ("unpacking" if op == "CALL_FUNCTION_EX" else
              "call" if op.startswith(("CALL", "PRECALL")) else
              "driving" if op == "FOR_ITER" else
-             "awaiting" if op in ("SEND", "YIELD_FROM") else "other")
+             "awaiting" if op in ("SEND", "YIELD_FROM") else
+             "importing" if op == "IMPORT_NAME" else "other")
     cache[key] = (code, doing)
     return doing
 
