@@ -12,6 +12,7 @@ guards broken (the notes on each say which).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -437,21 +438,27 @@ def test_two_loops_an_ast_transform_put_on_one_line_are_not_one(tmp_path):
     assert site.verdict == COULD_NOT_TELL, report.format()
 
 
-@pytest.mark.parametrize("runner", ["map_run_path", "map_exec_file"])
+@pytest.mark.parametrize("runner", ["map_run_path", "map_exec_file", "map_of_exec", "map_of_eval"])
 def test_a_loop_with_no_frame_that_runs_module_code_again_keeps_the_site(tmp_path, runner):
     """A loop with no frame (``map``) over module code that a launcher runs again
     (``runpy.run_path``, ``exec`` of a file's code), each run walking a graph the launcher made
     before it: with one run in the audit, nothing shows the loop; with two, the second run
     walks the first's graph. The search for such loops (``Session.hidden_loop``) stopped at
-    the first module code on the way, and the site was "not needed" (both forms failed so)."""
+    the first module code on the way, and the site was "not needed" (the first two forms
+    failed so); then it passed over the frame that runs the module's code whatever that frame
+    called, and ``list(map(exec, codes, spaces))`` (the built-in handed to ``map`` itself, no
+    frame between) was "not needed" (rev68a A1: the last two forms failed so)."""
     exp = tmp_path / "exp.py"
     exp.write_text("def step():\n    (feats * 2).sum().backward(retain_graph=True)\n\n\n"
                    "step()\n")
-    run = {"map_run_path": f"runpy.run_path({str(exp)!r}, init_globals={{'feats': feats}})",
-           "map_exec_file": (f"exec(compile(open({str(exp)!r}).read(), {str(exp)!r}, 'exec'),"
-                             " {'feats': feats})")}[runner]
-    source = (HEAD + "import runpy\n\nfeats = torch.tanh(w)\n"
-              f"list(map(lambda _: {run}, range(2 if TAKEN else 1)))\nresult = [w.grad]\n")
+    code = f"compile(open({str(exp)!r}).read(), {str(exp)!r}, 'exec')"
+    loop = {"map_run_path": ("list(map(lambda _: runpy.run_path("
+                             f"{str(exp)!r}, init_globals={{'feats': feats}}), range(n)))"),
+            "map_exec_file": f"list(map(lambda _: exec({code}, {{'feats': feats}}), range(n)))",
+            "map_of_exec": f"list(map(exec, [{code}] * n, [{{'feats': feats}}] * n))",
+            "map_of_eval": f"list(map(eval, [{code}] * n, [{{'feats': feats}}] * n))"}[runner]
+    source = (HEAD + "import runpy\n\nfeats = torch.tanh(w)\nn = 2 if TAKEN else 1\n"
+              f"{loop}\nresult = [w.grad]\n")
     path = tmp_path / "train.py"
     path.write_text(source)
     _, report = run_fixture(path, source, audited=True)
@@ -485,3 +492,32 @@ def test_a_site_in_module_code_an_import_statement_runs_is_told(tmp_path, monkey
     assert same(without, outcome)  # the truth: the flag changes nothing
     (site,) = report.calls
     assert site.verdict == NOT_NEEDED, report.format()
+
+
+def test_two_copies_of_a_helper_in_two_files_are_two_ways_to_their_sites(tmp_path,
+                                                                          monkeypatch):
+    """Code objects of the same text compare equal whatever their files: a stack shape keyed
+    by their equality gave the second copy's site the first copy's lines (the files its
+    untaken-call search reads, rev68b). Keyed by identity, each site's lines name its own
+    file. (With shapes compared by equality again, b's site held a.py's lines and this
+    failed.)"""
+    helper = "def step(loss):\n    loss.backward(retain_graph=True)\n"
+    for name in ("copy_a", "copy_b"):
+        (tmp_path / f"{name}.py").write_text(helper)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import copy_a
+        import copy_b
+
+        w = torch.ones(3, requires_grad=True)
+        with retaincheck.audit() as report:
+            for module in (copy_a, copy_b):
+                module.step((w * 2).sum())
+    finally:
+        sys.modules.pop("copy_a", None)
+        sys.modules.pop("copy_b", None)
+    assert len(report.calls) == 2, report.format()
+    for site in report.calls:
+        own = Path(site.file).name
+        files = {Path(name).name for name, _, _ in site._frames}
+        assert own in files and not {"copy_a.py", "copy_b.py"} - {own} & files, (own, files)

@@ -20,6 +20,7 @@ counts, as "?". Any doubt is resolved towards "needed", never towards "not neede
 from __future__ import annotations
 
 import bisect
+import builtins
 import collections
 import contextlib
 import dataclasses
@@ -196,20 +197,28 @@ _Tag.in_parent = _Tag.__call__
 
 
 class _Shape(tuple):
-    """A stack shape (every frame's code and instruction, innermost first), hashed once, by
-    each code's name and first line: a code object's own hash reads its constants, nested
-    codes included (a module's code: every function of the module), and a shape is looked up
-    in several tables on every call. (Equal codes have equal names and first lines, so equal
-    shapes hash alike.)"""
+    """A stack shape (every frame's code and instruction, innermost first), keyed by the code
+    objects' identities (the shape holds them: no other object has their ids meanwhile) and
+    the instructions, hashed once: a code object's own hash reads its constants, nested codes
+    included (a module's code: every function of the module), on each lookup, and a shape is
+    looked up in several tables on every call. Code objects of the same text compare equal
+    whatever their files: by identity, two copies of a helper in two files are two ways to a
+    site, each with its own lines (rev68b)."""
 
-    def __new__(cls, items):
+    def __new__(cls, items, key):
         self = tuple.__new__(cls, items)
-        self._hash = hash(tuple(
-            (x.co_name, x.co_firstlineno) if type(x) is types.CodeType else x for x in self))
+        self._key = key
+        self._hash = hash(key)
         return self
 
     def __hash__(self):
         return self._hash
+
+    def __eq__(self, other):
+        return self is other or type(other) is _Shape and self._key == other._key
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
 
 
 class Call:
@@ -775,11 +784,12 @@ class Session:
             shape.append(f.f_lasti)
             chain.append(f)  # (for _loopwatch, after the call: running frames, held till then)
             f = None if f is base else f.f_back
-        shape = tuple(shape)
-        if shape == self.last_shape:  # (a loop's next call: the same frames, same places)
-            shape = self.last_shape
+        shape_key = (tuple(map(id, shape[0::2])), tuple(shape[1::2]))
+        last = self.last_shape
+        if last is not None and last._key == shape_key:
+            shape = last  # (a loop's next call: the same code objects, at the same places)
         else:
-            shape = self.last_shape = _Shape(shape)
+            shape = self.last_shape = _Shape(shape, shape_key)
         lines = self.walked.get(shape)
         if lines is None:
             f, inner, lines = frame, None, []  # (inner: the frame above f)
@@ -1057,7 +1067,7 @@ class Session:
         (``list(map(lambda _: runpy.run_path(p), range(n)))``: a Python loop there is
         ``loop_at``'s)."""
         from ._audit import _OURS, _up_to_runner, runner_stop
-        from ._reads import _realpath, _stdlib, called_expression, in_a_loop
+        from ._reads import called_expression, in_a_loop
 
         lines = list(_up_to_runner(self.walked[shape], runner_stop(self)[1]))
         last = len(lines) - 1 if upto is None else upto
@@ -1065,14 +1075,16 @@ class Session:
         for k in range(1, min(last, len(chain) - 1) + 1):
             name, line, first = lines[k]
             if chain[k - 1].f_code.co_name == "<module>":
+                # (this frame runs a module's code: passed over where it does so itself, once
+                # for this run of it: an import statement, runpy's or the import system's
+                # frames, this package's command line, or a call of exec or eval by name; not
+                # code with no frame that may run it again, list(map(exec, codes, spaces)),
+                # rev68a A1)
                 past_module = True
-                continue  # (this frame runs a module's code: an import, runpy, exec)
-            if past_module and (name.startswith(("<frozen importlib", "<frozen runpy")) or (
-                    _OURS and _realpath(name).startswith(_OURS[0])) or _doing(
-                    chain[k], self.doing) == (
-                    "importing") or not name.startswith("<") and _stdlib(name) and (
-                    os.path.basename(name) == "runpy.py"
-                    or f"{os.sep}importlib{os.sep}" in name)):
+                if self.runs_module_code(name, chain[k]) or self.calls_exec(name, chain[k]):
+                    continue
+                return True
+            if past_module and self.runs_module_code(name, chain[k]):
                 continue  # (the machinery that runs module code, by no name of the callee)
             torch_dir = _OURS[1] if _OURS else "\0"
             if name.startswith(torch_dir) and in_a_loop(name, line, first):
@@ -1086,6 +1098,30 @@ class Session:
                     for code in {callee, _original_code(callee)} if code is not None):
                 return True
         return False
+
+    def runs_module_code(self, name: str, frame) -> bool:
+        """Whether a frame is of what runs a module's code once, calling no function of it by
+        name: an ``import`` statement, runpy's and the import system's frames, this package's
+        command line (``hidden_loop``)."""
+        from ._audit import _OURS
+        from ._reads import _realpath, _stdlib
+
+        return name.startswith(("<frozen importlib", "<frozen runpy")) or bool(
+            _OURS and _realpath(name).startswith(_OURS[0])) or _doing(
+            frame, self.doing) == "importing" or not name.startswith("<") and _stdlib(
+            name) and (os.path.basename(name) == "runpy.py"
+                       or f"{os.sep}importlib{os.sep}" in name)
+
+    def calls_exec(self, name: str, frame) -> bool:
+        """Whether a frame is at a call of the built-in ``exec`` or ``eval`` by name (or as
+        ``builtins.exec``), found without running the program's code (``hidden_loop``)."""
+        from ._reads import called_expression
+
+        if _doing(frame, self.doing) != "call":
+            return False
+        expression = called_expression(name, frame.f_code, frame.f_lasti)
+        return expression is not None and any(
+            _called_value(expression, frame) is f for f in (builtins.exec, builtins.eval))
 
     def loop_proven(self, record: CallRecord, shape: tuple, chain: list) -> None:
         """The site runs again: a proof for the watch of this stack shape, if any."""
@@ -1983,7 +2019,12 @@ def _called_value(expression, frame):
 
     if isinstance(expression, ast.Name):
         name = expression.id
-        if frame.f_code.co_flags & 0x1:
+        code = frame.f_code
+        if code.co_flags & 0x1 and name not in code.co_varnames and (
+                name not in code.co_cellvars and name not in code.co_freevars):
+            values = {}  # (no local of a function's: a global or a built-in, as Python finds
+            # it, whether or not its locals can be read: a function that calls exec)
+        elif code.co_flags & 0x1:
             items = _read_locals(frame)
             if items is None:
                 return _MISSING
