@@ -1754,7 +1754,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
         # module's self.loss set by its forward in the loop is not made before it, rev51a
         # K1 lself, rev53a M1, M2)
         found: set[str] = set()
-        todo, budget = [(value, None, 4)], [2048]
+        todo, budget, wheres = [(value, None, 4)], [2048], {}
         while todo:
             obj, attr, depth = todo.pop()
             if isinstance(obj, plain) or budget[0] < 0:
@@ -1770,11 +1770,15 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                         pairs += list(inner.items())[:256]
             # (and the file of the program's that defines its class, whose methods may set
             # it: a Trainer of trainer.py run by train.py's loop, rev54b D1)
-            where = f"{_class_file(type(obj)) or ''}\0{type(obj).__name__}"
+            kind = type(obj)
+            where = wheres.get(kind)
+            if where is None:
+                where = wheres[kind] = f"{_class_file(kind) or ''}\0{kind.__name__}"
             for a, v in pairs:
                 budget[0] -= 1
-                if type(v) in _ATOMS:
-                    continue
+                held = type(v)
+                if held in _ATOMS or held in _CONTAINERS and not v:
+                    continue  # (a module's hooks, sizes and flags: nothing inside)
                 if a in ("_buffers", "_parameters", "_modules") or found and any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
