@@ -438,7 +438,8 @@ def test_two_loops_an_ast_transform_put_on_one_line_are_not_one(tmp_path):
     assert site.verdict == COULD_NOT_TELL, report.format()
 
 
-@pytest.mark.parametrize("runner", ["map_run_path", "map_exec_file", "map_of_exec", "map_of_eval"])
+@pytest.mark.parametrize("runner", ["map_run_path", "map_exec_file", "map_of_exec", "map_of_eval",
+                                    "driver_named_frozen"])
 def test_a_loop_with_no_frame_that_runs_module_code_again_keeps_the_site(tmp_path, runner):
     """A loop with no frame (``map``) over module code that a launcher runs again
     (``runpy.run_path``, ``exec`` of a file's code), each run walking a graph the launcher made
@@ -447,7 +448,10 @@ def test_a_loop_with_no_frame_that_runs_module_code_again_keeps_the_site(tmp_pat
     the first module code on the way, and the site was "not needed" (the first two forms
     failed so); then it passed over the frame that runs the module's code whatever that frame
     called, and ``list(map(exec, codes, spaces))`` (the built-in handed to ``map`` itself, no
-    frame between) was "not needed" (rev68a A1: the last two forms failed so)."""
+    frame between) was "not needed" (rev68a A1: the map_of_* forms failed so); then it told
+    the import system's frames by their file name, and a driver compiled under the name
+    ``<frozen importlib._driver>`` was passed over (rev69a A1: "driver_named_frozen" failed
+    so)."""
     exp = tmp_path / "exp.py"
     exp.write_text("def step():\n    (feats * 2).sum().backward(retain_graph=True)\n\n\n"
                    "step()\n")
@@ -456,7 +460,11 @@ def test_a_loop_with_no_frame_that_runs_module_code_again_keeps_the_site(tmp_pat
                              f"{str(exp)!r}, init_globals={{'feats': feats}}), range(n)))"),
             "map_exec_file": f"list(map(lambda _: exec({code}, {{'feats': feats}}), range(n)))",
             "map_of_exec": f"list(map(exec, [{code}] * n, [{{'feats': feats}}] * n))",
-            "map_of_eval": f"list(map(eval, [{code}] * n, [{{'feats': feats}}] * n))"}[runner]
+            "map_of_eval": f"list(map(eval, [{code}] * n, [{{'feats': feats}}] * n))",
+            "driver_named_frozen": (
+                "exec(compile('list(map(exec, [code] * n, [g] * n))', "
+                "'<frozen importlib._driver>', 'exec'), "
+                f"{{'code': {code}, 'g': {{'feats': feats}}, 'n': n}})")}[runner]
     source = (HEAD + "import runpy\n\nfeats = torch.tanh(w)\nn = 2 if TAKEN else 1\n"
               f"{loop}\nresult = [w.grad]\n")
     path = tmp_path / "train.py"

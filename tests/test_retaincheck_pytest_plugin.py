@@ -1715,3 +1715,40 @@ def test_a_literal_flag_a_caller_line_passes_down_is_forced_off_in_the_rerun(pyt
     pytester.makepyfile(test_impls=BACKWARD_IMPLS.replace(
         "backward(loss, retain_graph=True)", "backward(loss)"))
     run(pytester).assert_outcomes(passed=1, failed=1)
+
+
+FINALIZED = {
+    "test_fin.py": ("import os\nimport torch\n\nN = int(os.environ.get('N', '1'))\n\n\n"
+                    "def test_cleanups(request):\n    w = torch.ones(3, requires_grad=True)\n"
+                    "    loss = (w.exp() * w).sum()\n    for i in range(N):\n"
+                    "        request.addfinalizer(lambda: loss.backward(retain_graph=True))\n"),
+    "test_ut.py": ("import os\nimport unittest\n\nimport torch\n\n"
+                   "N = int(os.environ.get('N', '1'))\n\n\nclass T(unittest.TestCase):\n"
+                   "    def test_cleanups(self):\n        w = torch.ones(3, requires_grad=True)\n"
+                   "        loss = (w.exp() * w).sum()\n        for i in range(N):\n"
+                   "            self.addCleanup(lambda: loss.backward(retain_graph=True))\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FINALIZED))
+def test_a_site_the_runner_calls_as_a_handed_cleanup_is_kept(pytester, monkeypatch, name):
+    """rev69b A1: a backward() handed to pytest as a finalizer (request.addfinalizer) or to
+    unittest as a cleanup (addCleanup), N times: the runner's loop over them runs it N times,
+    on one graph. With N=1 it was "not needed" (the runner's loops were taken to run each
+    test once); with N=2 and the flag removed the test fails. Kept now (with the runner's
+    loops over handed functions not looked at, both forms failed)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(**{name[:-3]: FINALIZED[name]})
+    result = run(pytester, "--retaincheck", name)
+    result.assert_outcomes(passed=1)
+    assert section(result)[:2] == [
+        "no retain_graph=True found not needed (1 test audited, 1 backward()/grad() call seen)",
+        f"kept, not listed: {name}:{11 if name == 'test_fin.py' else 14}: could not tell (its "
+        "loop was not seen running it twice)"], result.outlines
+    # the truth: two finalizers on one graph, the flag removed, fail; with it, pass
+    monkeypatch.setenv("N", "2")
+    assert run(pytester, name).ret == 0
+    pytester.makepyfile(**{name[:-3]: FINALIZED[name].replace("retain_graph=True", "")})
+    outcome = run(pytester, name)
+    assert outcome.ret != 0 and "backward through the graph a second time" in str(
+        outcome.outlines), outcome.outlines

@@ -749,6 +749,24 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
             # experiments, may hand it a graph made before; only its runners' loops are
             # looked for from here on)
             past_module = True
+    # The test runner's frame that called the program's outermost one (or the one that called
+    # that through the runner's _call* helpers): where it did so in a loop of its own, the
+    # loop runs functions the test handed it, as many as it handed (pytest's finalizers,
+    # request.addfinalizer; unittest's cleanups, addCleanup: rev69b A1), not the test once:
+    # a loop no watch here can prove. (pytest's and unittest's own code: not pluggy's loop
+    # over a hook's implementations, which calls each once, nor a plugin's hook, whose
+    # retries are the documented repeats of a test)
+    prefixes = stop[0] if len(stop) == 2 and isinstance(stop[1], frozenset) else stop
+    first = sum(1 for _ in _up_to_runner(lines, stop))
+    for k in range(first, min(first + 3, len(lines))):
+        name = lines[k][0]
+        if name.startswith("<") or f"{os.sep}pluggy{os.sep}" in name or not (
+                prefixes and _realpath(name).startswith(prefixes)):
+            break
+        if in_a_loop(*lines[k]):
+            return -1
+        if not shape[2 * k].co_name.startswith("_call"):
+            break
     return None
 
 

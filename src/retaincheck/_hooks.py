@@ -314,6 +314,7 @@ class Session:
         self.walked: dict = {}  # stack shape -> its lines (see run)
         self.last_shape = None  # the last call's (the same object again: found at once)
         self.last_site = (None, None)  # (shape, record) of the last retaining call
+        self.machinery: dict | None = None  # (runs_module_code: _machinery_codes, once)
         # stack shape -> the number (report.backward_calls) of the last call made with it: the
         # functions that started a pass after a site's first run (_audit._mark_untaken_calls)
         self.shape_last: dict = {}
@@ -1101,16 +1102,15 @@ class Session:
 
     def runs_module_code(self, name: str, frame) -> bool:
         """Whether a frame is of what runs a module's code once, calling no function of it by
-        name: an ``import`` statement, runpy's and the import system's frames, this package's
-        command line (``hidden_loop``)."""
-        from ._audit import _OURS
-        from ._reads import _realpath, _stdlib
-
-        return name.startswith(("<frozen importlib", "<frozen runpy")) or bool(
-            _OURS and _realpath(name).startswith(_OURS[0])) or _doing(
-            frame, self.doing) == "importing" or not name.startswith("<") and _stdlib(
-            name) and (os.path.basename(name) == "runpy.py"
-                       or f"{os.sep}importlib{os.sep}" in name)
+        name: an ``import`` statement, runpy's and the import system's code, this package's
+        (its command line) (``hidden_loop``). Their code is told by the code objects
+        themselves, not by a file name, which code compiled from a string may take
+        (``<frozen importlib._driver>``: rev69a A1)."""
+        if self.machinery is None:
+            self.machinery = _machinery_codes()
+        code = frame.f_code
+        return self.machinery.get(id(code)) is code or _doing(frame, self.doing) == (
+            "importing")
 
     def calls_exec(self, name: str, frame) -> bool:
         """Whether a frame is at a call of the built-in ``exec`` or ``eval`` by name (or as
@@ -2011,6 +2011,53 @@ _uses_locals: dict = {}
 
 
 _MISSING = object()
+
+
+def _machinery_codes(stdlib: bool = False) -> dict:
+    """``{id(code): code}`` of the code that runs a module's code: the import system's (its
+    frozen modules and ``importlib``) and ``runpy``'s (``stdlib``: read as this module is
+    imported, before this package's command line puts its own function in place of
+    ``runpy._run_code``), and this package's own modules' (its command line, as ``__main__``
+    too) with them; every function's and method's, nested code included."""
+    import importlib.util
+    import runpy
+
+    names = ("_frozen_importlib", "_frozen_importlib_external", "importlib",
+             "importlib._bootstrap", "importlib._bootstrap_external", "importlib.util", "runpy")
+    own = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    if stdlib:
+        modules = [sys.modules.get(name) for name in names]
+    else:
+        modules = [
+            module for name, module in list(sys.modules.items())
+            if (name == "retaincheck" or name.startswith("retaincheck.") or name == "__main__")
+            and os.path.abspath(str(getattr(module, "__file__", "") or "")).startswith(own)]
+    found: dict = {} if stdlib else dict(_STDLIB_MACHINERY)
+    del importlib, runpy
+
+    def add(code) -> None:
+        if type(code) is types.CodeType and id(code) not in found:
+            found[id(code)] = code
+            for inner in code.co_consts:
+                add(inner)
+
+    def add_function(value) -> None:
+        for item in (value, getattr(value, "__func__", None), getattr(value, "fget", None)):
+            add(getattr(item, "__code__", None))
+
+    homes = {*names, *(module.__name__ for module in modules if module is not None)}
+    for module in modules:
+        if module is None:
+            continue
+        for value in list(vars(module).values()):
+            add_function(value)
+            if isinstance(value, type) and value.__module__ in homes:
+                for member in list(vars(value).values()):
+                    add_function(member)
+    return found
+
+
+_STDLIB_MACHINERY = _machinery_codes(stdlib=True)
 
 
 def _called_value(expression, frame):
