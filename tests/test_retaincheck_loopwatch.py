@@ -148,6 +148,12 @@ HIDDEN = {
                          "    box[0] = [[[[[torch.tanh(w * (epoch + 1))]]]]]\n"
                          "    exec('for j in range(n):\\n    step()\\n',\n"
                          "         {'step': step, 'n': 2 if TAKEN else 1})\n"),
+    # rev70a A1: the loop in an exec'd string's own top-level code, calling the script's
+    # function by name (no text to read for it: its code's jump back tells)
+    "exec_string_top_loop": ("feats = torch.tanh(w)\n\n\ndef step():\n"
+                             "    (feats * 2).sum().backward(retain_graph=True)\n\n\n"
+                             "exec('for _ in range(n):\\n    step()\\n',\n"
+                             "     {'step': step, 'n': 2 if TAKEN else 1})\n"),
     # rev66a A1: every other iteration walks a graph with no saved tensors (nothing new kept),
     # the others one made before the loop and held in a SimpleQueue (seen twice: 2 runs)
     "queue_every_other": ("import queue\n\nq = queue.SimpleQueue()\nq.put(torch.tanh(w))\n"
@@ -202,7 +208,9 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     for the innermost loop not looking inside a loop whose else block holds the line,
     "loop_in_an_else_block" was; with the search stopping at the first module code on the
     way (not looking for a loop that runs it again), "exec_string_loop" was; with the
-    outlived check skipped for a run that keeps nothing new, "queue_every_other" was."""
+    outlived check skipped for a run that keeps nothing new, "queue_every_other" was; with
+    a string's code read for loops only where it calls the next function other than by name
+    (before rev70a A1), "exec_string_top_loop" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

@@ -1752,3 +1752,36 @@ def test_a_site_the_runner_calls_as_a_handed_cleanup_is_kept(pytester, monkeypat
     outcome = run(pytester, name)
     assert outcome.ret != 0 and "backward through the graph a second time" in str(
         outcome.outlines), outcome.outlines
+
+
+HOOK_CLASS = ("import os\n\nimport pytest\nimport torch\n\n\n@pytest.fixture\ndef g():\n"
+              "    x = torch.ones(3, requires_grad=True)\n    return (x * 2).exp()\n\n\n"
+              "class Checker:\n    def pytest_runtest_call(self, item):\n"
+              "        g = item.funcargs.get('g')\n        if g is not None:\n"
+              "            g.sum().backward(retain_graph=True)\n\n\n"
+              "def pytest_configure(config):\n"
+              "    for k in range(int(os.environ.get('K', '1'))):\n"
+              "        config.pluginmanager.register(Checker(), f'checker{k}')\n")
+
+
+def test_a_site_in_a_hook_class_registered_once_per_count_is_kept(pytester, monkeypatch):
+    """rev70b A1: a conftest's hook class registered as a plugin K times: pluggy's loop over
+    the hook's implementations runs the site K times on one fixture's graph. With K=1 it was
+    "not needed" (pluggy's loop was taken to call each implementation once); with K=2 and the
+    flag removed the test fails. Kept now (with pluggy's loop passed over again, this
+    failed)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest(HOOK_CLASS)
+    pytester.makepyfile(test_b="def test_x(g):\n    assert g.shape == (3,)\n")
+    result = run(pytester, "--retaincheck", "test_b.py")
+    result.assert_outcomes(passed=1)
+    assert section(result)[:2] == [
+        "no retain_graph=True found not needed (1 test audited, 1 backward()/grad() call seen)",
+        "kept, not listed: conftest.py:17: could not tell (its loop was not seen running it "
+        "twice)"], result.outlines
+    monkeypatch.setenv("K", "2")  # the truth: two instances, the flag removed, fail
+    assert run(pytester, "test_b.py").ret == 0
+    pytester.makeconftest(HOOK_CLASS.replace("retain_graph=True", ""))
+    outcome = run(pytester, "test_b.py")
+    assert outcome.ret != 0 and "backward through the graph a second time" in str(
+        outcome.outlines), outcome.outlines

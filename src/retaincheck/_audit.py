@@ -706,7 +706,7 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
     iteration; a loop that runs a module's code again, runpy, importlib.reload, exec); None
     for none. Not the test runner's loops (pytest's, unittest's), taken to call each test
     once."""
-    from ._reads import _kind, _realpath, called_by_name, in_a_loop
+    from ._reads import _kind, _realpath, called_by_name, in_a_loop, loops_at
 
     lines = session.walked.get(shape, ())
     if not _OURS:
@@ -719,6 +719,13 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
         return not name.startswith("<") and (_kind(name) in (1, 2) or (
             not _realpath(name).startswith((here, torch_dir)))) and in_a_loop(*frame)
 
+    def string_loop(name: str, j: int) -> bool:
+        """Code compiled from a string (no text to read; not a frozen module's, runpy's) whose
+        own loop holds the frame's instruction: its top-level code's too (rev70a A1:
+        exec("for _ in range(n):\n    step()\n") in the script)."""
+        return name.startswith("<") and not name.startswith("<frozen") and loops_at(
+            shape[2 * j], shape[2 * j + 1])
+
     past_module = False
     for j, frame in enumerate(_up_to_runner(lines, stop)):
         name = frame[0]
@@ -727,9 +734,11 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
             # loop: each run makes the module's code anew, so no way to the site repeats, and
             # the module's code may walk a graph its runner made before the loop, rev65a A1,
             # A3: a loop no watch can prove)
-            if looping(name, frame):
+            if looping(name, frame) or string_loop(name, j):
                 return -1
             continue
+        if string_loop(name, j):
+            return -1  # (a loop no watch can see: its lines cannot be read)
         if name.startswith("<"):  # (code from a string; not a frozen module's, runpy's)
             if not name.startswith(("<frozen", "<stdin>")) and j and (
                     shape[2 * j - 2].co_name != "<module>") and not called_by_name(
@@ -753,15 +762,16 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
     # that through the runner's _call* helpers): where it did so in a loop of its own, the
     # loop runs functions the test handed it, as many as it handed (pytest's finalizers,
     # request.addfinalizer; unittest's cleanups, addCleanup: rev69b A1), not the test once:
-    # a loop no watch here can prove. (pytest's and unittest's own code: not pluggy's loop
-    # over a hook's implementations, which calls each once, nor a plugin's hook, whose
-    # retries are the documented repeats of a test)
+    # a loop no watch here can prove. Pluggy's loop over a hook's implementations too: it
+    # calls each once, but two instances of one class registered as plugins are two
+    # implementations of one code (rev70b A1: a conftest's hook class registered K times).
+    # (pytest's, pluggy's and unittest's own code: not a plugin's hook, whose retries are the
+    # documented repeats of a test)
     prefixes = stop[0] if len(stop) == 2 and isinstance(stop[1], frozenset) else stop
     first = sum(1 for _ in _up_to_runner(lines, stop))
     for k in range(first, min(first + 3, len(lines))):
         name = lines[k][0]
-        if name.startswith("<") or f"{os.sep}pluggy{os.sep}" in name or not (
-                prefixes and _realpath(name).startswith(prefixes)):
+        if name.startswith("<") or not (prefixes and _realpath(name).startswith(prefixes)):
             break
         if in_a_loop(*lines[k]):
             return -1

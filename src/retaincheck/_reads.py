@@ -1732,6 +1732,17 @@ def _jumps_back(code) -> tuple:
                          and ins.argval <= ins.offset), key=repr))
 
 
+def loops_at(code, lasti: int) -> bool:
+    """Whether a loop of ``code`` itself holds the instruction at ``lasti``: a jump back from
+    at or after it to at or before it (read from the code, for code with no text to read:
+    compiled from a string, rev70a A1)."""
+    import dis
+
+    jumps = set(dis.hasjrel) | set(dis.hasjabs)
+    return any(ins.opcode in jumps and isinstance(ins.argval, int)
+               and ins.argval <= lasti <= ins.offset for ins in dis.get_instructions(code))
+
+
 _as_written: dict[tuple, bool] = {}
 
 
