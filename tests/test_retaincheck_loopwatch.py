@@ -154,6 +154,15 @@ HIDDEN = {
                              "    (feats * 2).sum().backward(retain_graph=True)\n\n\n"
                              "exec('for _ in range(n):\\n    step()\\n',\n"
                              "     {'step': step, 'n': 2 if TAKEN else 1})\n"),
+    # rev71a A1: the same loop compiled under the name of a file on disk whose text has a
+    # plain call at that place (its code's jump back tells, not the file)
+    "loop_under_a_files_name": (
+        "import os\n\nfeats = torch.tanh(w)\n\n\ndef step():\n"
+        "    (feats * 2).sum().backward(retain_graph=True)\n\n\n"
+        "helper = os.path.join(os.path.dirname(__file__), 'helper.py')\n"
+        "with open(helper, 'w') as f:\n    f.write('def f():\\n    pass\\n    step()\\n')\n"
+        "exec(compile('\\nfor _ in range(n):\\n    step()\\n', helper, 'exec'),\n"
+        "     {'step': step, 'n': 2 if TAKEN else 1})\n"),
     # rev66a A1: every other iteration walks a graph with no saved tensors (nothing new kept),
     # the others one made before the loop and held in a SimpleQueue (seen twice: 2 runs)
     "queue_every_other": ("import queue\n\nq = queue.SimpleQueue()\nq.put(torch.tanh(w))\n"
@@ -210,7 +219,8 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     way (not looking for a loop that runs it again), "exec_string_loop" was; with the
     outlived check skipped for a run that keeps nothing new, "queue_every_other" was; with
     a string's code read for loops only where it calls the next function other than by name
-    (before rev70a A1), "exec_string_top_loop" was."""
+    (before rev70a A1), "exec_string_top_loop" was; with a frame's loops read from its file's
+    text only (before rev71a A1), "loop_under_a_files_name" was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

@@ -713,11 +713,17 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
         _OURS.append(os.path.dirname(_realpath(__file__)) + os.sep)
         _OURS.append(os.path.dirname(_realpath(sys.modules["torch"].__file__)) + os.sep)
     here, torch_dir = _OURS
-    def looping(name: str, frame) -> bool:
+    def looping(name: str, frame, by_code: int | None = None) -> bool:
         """A loop of the program's, an installed package's or the standard library's (not
-        this package's or torch's) runs this frame's line."""
-        return not name.startswith("<") and (_kind(name) in (1, 2) or (
-            not _realpath(name).startswith((here, torch_dir)))) and in_a_loop(*frame)
+        this package's or torch's) runs this frame's line; ``by_code`` (the frame's index): a
+        loop of the code that ran (``loops_at``), which its file's text may not show (code
+        compiled from another text under the file's name)."""
+        if name.startswith("<") or not (_kind(name) in (1, 2) or (
+                not _realpath(name).startswith((here, torch_dir)))):
+            return False
+        if by_code is not None:
+            return loops_at(shape[2 * by_code], shape[2 * by_code + 1])
+        return in_a_loop(*frame)
 
     def string_loop(name: str, j: int) -> bool:
         """Code compiled from a string (no text to read; not a frozen module's, runpy's) whose
@@ -734,7 +740,7 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
             # loop: each run makes the module's code anew, so no way to the site repeats, and
             # the module's code may walk a graph its runner made before the loop, rev65a A1,
             # A3: a loop no watch can prove)
-            if looping(name, frame) or string_loop(name, j):
+            if looping(name, frame) or string_loop(name, j) or looping(name, frame, j):
                 return -1
             continue
         if string_loop(name, j):
@@ -750,6 +756,8 @@ def loop_at(session: Session, shape, stop: tuple) -> int | None:
             # made before the loop, in part, h of `(h * i).sum()`: rev50b M1; a comprehension
             # that runs in a frame of its own, a generator expression's, before 3.12 all)
             return j
+        elif looping(name, frame, by_code=j):
+            return -1  # (a loop the code has that its file's text does not show: not watched)
         elif _kind(name) == 0 and not _realpath(name).startswith((here, torch_dir)) and (
                 shape[2 * j].co_name == "run" and os.path.basename(name) == "threading.py"):
             return -1  # (a thread's target: a loop may start one per iteration, rev50a M3)

@@ -1732,15 +1732,25 @@ def _jumps_back(code) -> tuple:
                          and ins.argval <= ins.offset), key=repr))
 
 
+_LOOP_JUMPS: dict = {}  # id(code) -> (code, ((target, offset), ...)) of its loops' jumps back
+
+
 def loops_at(code, lasti: int) -> bool:
     """Whether a loop of ``code`` itself holds the instruction at ``lasti``: a jump back from
-    at or after it to at or before it (read from the code, for code with no text to read:
-    compiled from a string, rev70a A1)."""
-    import dis
+    at or after it to at or before it, read from the code (for code with no text to read,
+    compiled from a string, rev70a A1; or whose text shows no loop there). Not the jump back
+    of an ``await``'s or ``yield from``'s send loop (``JUMP_BACKWARD_NO_INTERRUPT``), which
+    resumes one call."""
+    known = _LOOP_JUMPS.get(id(code))
+    if known is None or known[0] is not code:
+        import dis
 
-    jumps = set(dis.hasjrel) | set(dis.hasjabs)
-    return any(ins.opcode in jumps and isinstance(ins.argval, int)
-               and ins.argval <= lasti <= ins.offset for ins in dis.get_instructions(code))
+        jumps = set(dis.hasjrel) | set(dis.hasjabs)
+        known = _LOOP_JUMPS[id(code)] = (code, tuple(
+            (ins.argval, ins.offset) for ins in dis.get_instructions(code)
+            if ins.opcode in jumps and isinstance(ins.argval, int) and ins.argval <= ins.offset
+            and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"))
+    return any(target <= lasti <= offset for target, offset in known[1])
 
 
 _as_written: dict[tuple, bool] = {}
