@@ -163,6 +163,19 @@ HIDDEN = {
         "with open(helper, 'w') as f:\n    f.write('def f():\\n    pass\\n    step()\\n')\n"
         "exec(compile('\\nfor _ in range(n):\\n    step()\\n', helper, 'exec'),\n"
         "     {'step': step, 'n': 2 if TAKEN else 1})\n"),
+    # rev72a A1: a class's own __getattribute__ answers `t.step` with C code that runs the
+    # method `accum` times (no frame, no jump back): the value read statically is the method
+    "getattribute_repeat": (
+        "import collections\nimport functools\nimport itertools\n\n\nclass Trainer:\n"
+        "    def __init__(self, loss, accum):\n        self.loss, self.accum = loss, accum\n\n"
+        "    def step(self):\n        self.loss.backward(retain_graph=True)\n\n"
+        "    def __getattribute__(self, name):\n"
+        "        value = object.__getattribute__(self, name)\n        if name == 'step':\n"
+        "            times = itertools.repeat((), object.__getattribute__(self, 'accum'))\n"
+        "            return functools.partial(collections.deque,\n"
+        "                                     itertools.starmap(value, times), 0)\n"
+        "        return value\n\n\n"
+        "t = Trainer((w * w).sum(), 2 if TAKEN else 1)\nt.step()\n"),
     # rev66a A1: every other iteration walks a graph with no saved tensors (nothing new kept),
     # the others one made before the loop and held in a SimpleQueue (seen twice: 2 runs)
     "queue_every_other": ("import queue\n\nq = queue.SimpleQueue()\nq.put(torch.tanh(w))\n"
@@ -220,7 +233,9 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     outlived check skipped for a run that keeps nothing new, "queue_every_other" was; with
     a string's code read for loops only where it calls the next function other than by name
     (before rev70a A1), "exec_string_top_loop" was; with a frame's loops read from its file's
-    text only (before rev71a A1), "loop_under_a_files_name" was."""
+    text only (before rev71a A1), "loop_under_a_files_name" was; with an attribute read
+    statically whatever its class's __getattribute__ (before rev72a A1), "getattribute_repeat"
+    was."""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))

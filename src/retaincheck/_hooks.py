@@ -2060,6 +2060,10 @@ def _machinery_codes(stdlib: bool = False) -> dict:
 _STDLIB_MACHINERY = _machinery_codes(stdlib=True)
 
 
+_PLAIN_GETS = tuple(kind.__dict__["__getattribute__"] for kind in (object, type, types.ModuleType))
+"""The attribute lookups ``inspect.getattr_static`` reads as Python does (``_called_value``)."""
+
+
 def _called_value(expression, frame):
     """The value of a called expression (a name, a chain of attributes) in ``frame``, found
     without running the program's code (the frame's locals as ``_read_locals`` reads them,
@@ -2089,6 +2093,12 @@ def _called_value(expression, frame):
     if isinstance(expression, ast.Attribute):
         base = _called_value(expression.value, frame)
         if base is _MISSING:
+            return _MISSING
+        try:  # (a class of its own __getattribute__ may answer anything: rev72a A1, a
+            # functools.partial over itertools that runs the method N times, no frame)
+            if inspect.getattr_static(type(base), "__getattribute__", None) not in _PLAIN_GETS:
+                return _MISSING
+        except Exception:
             return _MISSING
         try:
             value = inspect.getattr_static(base, expression.attr, _MISSING)
