@@ -562,3 +562,30 @@ def test_two_copies_of_a_helper_in_two_files_are_two_ways_to_their_sites(tmp_pat
         own = Path(site.file).name
         files = {Path(name).name for name, _, _ in site._frames}
         assert own in files and not {"copy_a.py", "copy_b.py"} - {own} & files, (own, files)
+
+
+@pytest.mark.parametrize("restore", ["sys.settrace", "bound_settrace"])
+def test_a_program_that_turns_tracing_off_and_on_proves_no_loop(tmp_path, restore):
+    """rev72b A1: a generator that saves and restores the trace function at its end (`saved =
+    sys.gettrace(); sys.settrace(None); sys.settrace(saved)`) turned the watch's tracing off
+    (gettrace reads None while a watch is open), so the line that ended the inner loop's run
+    was not seen; the next site's watch turned it on again, and the next epoch's run of the
+    site was taken for a second iteration. No iteration is proven now: a watch opened while
+    tracing is found off ends those open (with that check removed, both forms were proven).
+    A watch whose site runs again with tracing off ends unproven (_loopwatch.proven)."""
+    call = {"sys.settrace": "sys.settrace", "bound_settrace": "settrace"}[restore]
+    source = ("import sys\nfrom sys import settrace\n\nimport torch\n\n"
+              "w = torch.ones(3, requires_grad=True)\nv = torch.ones(3, requires_grad=True)\n\n\n"
+              "def step_a(loss):\n    loss.backward(retain_graph=True)\n\n\n"
+              "def step_b(loss):\n    loss.backward(retain_graph=True)\n\n\n"
+              "def batches(n):\n    for i in range(n):\n        yield i\n"
+              f"    saved = sys.gettrace()\n    {call}(None)\n    {call}(saved)\n\n\n"
+              "for e in range(3):\n    step_b((v * 3).exp().sum())\n"
+              "    for i in batches(1):\n        step_a((w * 2).exp().sum())\n"
+              "result = [w.grad]\n")
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    site = next(c for c in report.calls if c.line == 11)
+    assert not getattr(site, "_shapes_iterated", None), report.format()
+    assert site.verdict == COULD_NOT_TELL, report.format()

@@ -69,6 +69,7 @@ def calls(frame, event, arg):
 
 
 _GETTRACE = sys.gettrace
+_SETTRACE = sys.settrace
 
 
 def _gettrace():
@@ -85,7 +86,7 @@ def tracing_ours() -> bool:
 
 def _stop_tracing() -> None:
     if tracing_ours():
-        sys.settrace(None)
+        _SETTRACE(None)
     if sys.gettrace is _gettrace:
         sys.gettrace = _GETTRACE
 
@@ -146,6 +147,11 @@ def open_watch(frame, head: frozenset, span: frozenset) -> Watch | None:
     tracer = _GETTRACE()
     if tracer is not None and tracer is not calls:
         return None
+    if tracer is None and _OPEN:
+        # (the program turned tracing off while watches were open: restoring a trace
+        # function it read while one was open, which reads None, rev72b A1; they may have
+        # missed the line that ended their loops' runs, and this watch turns it on again)
+        close_all()
     if frame.f_trace is not None and frame.f_trace is not _lines:
         return None
     watch = Watch(frame, head, span)
@@ -157,7 +163,7 @@ def open_watch(frame, head: frozenset, span: frozenset) -> Watch | None:
     frame.f_trace_lines = True
     frame.f_trace = _lines
     if tracer is None:
-        sys.settrace(calls)
+        _SETTRACE(calls)
         if sys.gettrace is _GETTRACE:
             sys.gettrace = _gettrace
     return watch
