@@ -176,6 +176,18 @@ HIDDEN = {
         "                                     itertools.starmap(value, times), 0)\n"
         "        return value\n\n\n"
         "t = Trainer((w * w).sum(), 2 if TAKEN else 1)\nt.step()\n"),
+    # rev73a A1: helpers that turn the loop frame's line events off at the end of the body
+    # and on again in the head (the watch missed the line that ended the inner loop's run);
+    # the graph six lists deep, past what the code reading follows
+    "line_events_toggled": (
+        "import sys\n\nbox = [None]\n\n\ndef quiet():\n"
+        "    sys._getframe(1).f_trace_lines = False\n\n\ndef loud():\n"
+        "    sys._getframe(1).f_trace_lines = True\n\n\ndef main():\n"
+        "    for epoch in range(2):\n"
+        "        box[0] = [[[[[torch.tanh(w * (epoch + 1))]]]]]\n"
+        "        for i in (loud(),\n                  range(2 if TAKEN else 1))[1]:\n"
+        "            (box[0][0][0][0][0][0] * 2).sum().backward(retain_graph=True)\n"
+        "            quiet()\n\n\nmain()\n"),
     # rev66a A1: every other iteration walks a graph with no saved tensors (nothing new kept),
     # the others one made before the loop and held in a SimpleQueue (seen twice: 2 runs)
     "queue_every_other": ("import queue\n\nq = queue.SimpleQueue()\nq.put(torch.tanh(w))\n"
@@ -235,7 +247,8 @@ def test_a_loop_that_ran_once_per_run_keeps_the_site_whatever_holds_the_graph(tm
     (before rev70a A1), "exec_string_top_loop" was; with a frame's loops read from its file's
     text only (before rev71a A1), "loop_under_a_files_name" was; with an attribute read
     statically whatever its class's __getattribute__ (before rev72a A1), "getattribute_repeat"
-    was."""
+    was. ("line_events_toggled" is kept by the older-graph check as well: its watch rule is
+    test_code_that_toggles_a_frames_line_events_proves_no_loop's.)"""
     source = HEAD + HIDDEN[form] + "result = [w.grad]\n"
     site, report = _kept_for_a_path_not_taken(tmp_path / "train.py", source,
                                               source.replace("TAKEN = False", "TAKEN = True"))
@@ -589,3 +602,39 @@ def test_a_program_that_turns_tracing_off_and_on_proves_no_loop(tmp_path, restor
     site = next(c for c in report.calls if c.line == 11)
     assert not getattr(site, "_shapes_iterated", None), report.format()
     assert site.verdict == COULD_NOT_TELL, report.format()
+
+
+def test_the_code_reading_looks_inside_a_module_object_the_program_made():
+    """rev73a A1 (its second half): features kept on ``types.ModuleType("store")``, a module
+    object no import made, were not looked inside (modules were taken as plain values).
+    (With made modules passed over again, this failed.)"""
+    import types
+
+    from retaincheck import _hooks
+
+    w = torch.ones(3, requires_grad=True)
+    store = types.ModuleType("store")
+    store.feats = torch.tanh(w)
+
+    def probe():
+        return _hooks._graph_locals(sys._getframe(1), sys._getframe(1), 1)
+
+    def step(held):
+        return probe()
+
+    (names,) = step(store)
+    assert any(name.startswith("held.feats") for name in names), names
+
+
+def test_code_that_toggles_a_frames_line_events_proves_no_loop(tmp_path):
+    """rev73a A1: with the loop frame's line events turned off at the end of its body and on
+    again in its head, the watch missed the line that ended the inner loop's run and took the
+    next epoch's run for a second iteration. Code that names a frame's trace attributes ends
+    every watch as it starts (_loopwatch.calls): no proof here (with that rule removed, the
+    loop was proven, and only the older-graph check kept the site)."""
+    source = HEAD + HIDDEN["line_events_toggled"] + "result = [w.grad]\n"
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    (site,) = report.calls
+    assert not getattr(site, "_shapes_iterated", None), report.format()

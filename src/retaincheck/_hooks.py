@@ -1745,6 +1745,12 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
 
     module_type = getattr(getattr(sys.modules["torch"], "nn", None), "Module", ())
 
+    def made_module(value) -> bool:
+        # (a module object the program made, types.ModuleType("store"), no module imported
+        # under its name: a namespace like any object, rev73a A1)
+        return isinstance(value, types.ModuleType) and sys.modules.get(
+            getattr(value, "__name__", None)) is not value
+
     def attributes(name: str, value) -> list[str]:
         # (an object's attributes that hold a graph, however deep: `name.attr` by the
         # attribute of the object on the way to it nearest the graph (self.cache["h"]:
@@ -1757,7 +1763,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
         todo, budget, wheres = [(value, None, 4)], [2048], {}
         while todo:
             obj, attr, depth = todo.pop()
-            if isinstance(obj, plain) or budget[0] < 0:
+            if isinstance(obj, plain) and not made_module(obj) or budget[0] < 0:
                 continue
             pairs = _own_attributes(obj)
             if pairs is None:
@@ -1784,7 +1790,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                     continue
                 if _holds(v, tensor, budget=budget):
                     found.add(f"{name}.{a}\0{where}")
-                elif depth and not isinstance(v, plain):
+                elif depth and (not isinstance(v, plain) or made_module(v)):
                     todo.append((v, a, depth - 1))
         return sorted(found)
 

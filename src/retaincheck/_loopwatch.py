@@ -64,8 +64,32 @@ class Watch:
 
 def calls(frame, event, arg):
     """The thread's trace function while a watch is open: traces no frame it is called for
-    (``frame.f_trace`` of the watched frames was set directly)."""
+    (``frame.f_trace`` of the watched frames was set directly). Code of the program's that
+    names a frame's trace attributes (``f_trace``, ``f_trace_lines``, ``f_trace_opcodes``)
+    may turn a watched frame's line events off and on again, and the watch would miss the
+    line that ended its loop's run (rev73a A1: a helper that sets its caller's
+    ``f_trace_lines``): when such code starts, every watch ends unproven."""
+    if event == "call" and _touches_tracing(frame.f_code):
+        close_all()
     return None
+
+
+_TRACE_NAMES = frozenset({"f_trace", "f_trace_lines", "f_trace_opcodes"})
+_TOUCHES: dict = {}  # id(code) -> (code, whether it names them); this package's: never
+_OWN: list = []  # {id(code): code} of this package's code, once
+
+
+def _touches_tracing(code) -> bool:
+    known = _TOUCHES.get(id(code))
+    if known is None or known[0] is not code:
+        if not _OWN:
+            from ._hooks import _machinery_codes
+
+            _OWN.append(_machinery_codes())
+        names = {*code.co_names, *(c for c in code.co_consts if type(c) is str)}
+        known = _TOUCHES[id(code)] = (code, bool(names & _TRACE_NAMES) and (
+            _OWN[0].get(id(code)) is not code))
+    return known[1]
 
 
 _GETTRACE = sys.gettrace
