@@ -638,3 +638,23 @@ def test_code_that_toggles_a_frames_line_events_proves_no_loop(tmp_path):
     _, report = run_fixture(path, source, audited=True)
     (site,) = report.calls
     assert not getattr(site, "_shapes_iterated", None), report.format()
+
+
+def test_a_helper_that_turns_line_events_off_by_a_built_name_proves_no_loop(tmp_path):
+    """rev74b A1: the helpers of rev73a A1 with the attribute's name built at run time
+    (``setattr(sys._getframe(1), "_".join(["f", "trace", "lines"]), False)``), which no name
+    in their code shows: at every call while a watch is open, each watched frame's line
+    events must still be on (_loopwatch.calls). (With that check removed, the loop was
+    proven.)"""
+    source = HEAD + HIDDEN["line_events_toggled"].replace(
+        "sys._getframe(1).f_trace_lines = False",
+        "setattr(sys._getframe(1), '_'.join(['f', 'trace', 'lines']), False)").replace(
+        "sys._getframe(1).f_trace_lines = True",
+        "setattr(sys._getframe(1), '_'.join(['f', 'trace', 'lines']), True)")
+    assert "f_trace" not in source
+    source += "result = [w.grad]\n"
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    (site,) = report.calls
+    assert not getattr(site, "_shapes_iterated", None), report.format()

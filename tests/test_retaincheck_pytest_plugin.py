@@ -1785,3 +1785,22 @@ def test_a_site_in_a_hook_class_registered_once_per_count_is_kept(pytester, monk
     outcome = run(pytester, "test_b.py")
     assert outcome.ret != 0 and "backward through the graph a second time" in str(
         outcome.outlines), outcome.outlines
+
+
+def test_a_site_held_in_a_loop_its_watch_proved_is_listed_as_kept(pytester, monkeypatch):
+    """rev74b A2: a loop the watch proved, where a later iteration walks a graph an earlier one
+    left in a queue (kept: "a graph from an earlier iteration is held"): the reason was kept
+    as the set of the site's looped stack shapes, and the plugin's JSON of the session's sites
+    failed on it (INTERNALERROR, exit 3, with the test passing). Now a bool. (Without it, this
+    failed so.)"""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_q=(
+        "import queue\n\nimport torch\n\n\ndef test_queue():\n"
+        "    w = torch.ones(3, requires_grad=True)\n    q = queue.SimpleQueue()\n"
+        "    q.put(torch.tanh(w))\n    for i in range(2):\n        if i % 2 == 0:\n"
+        "            h = q.get()\n            q.put(h)\n        else:\n"
+        "            h = w + 0.0\n        h.sum().backward(retain_graph=True)\n"))
+    result = run(pytester, "--retaincheck", "test_q.py")
+    assert result.ret == 0, result.outlines
+    assert section(result)[1] == ("kept, not listed: test_q.py:16: could not tell (a graph "
+                                  "from an earlier iteration is held)"), result.outlines

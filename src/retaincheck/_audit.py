@@ -573,7 +573,7 @@ def _mark_untaken_calls(session: Session) -> None:
             # (the reason said: its loop not seen twice, or a graph the code keeps from
             # before the loop though it was, rev58b A3; or a later run that walked a graph
             # built before an earlier run, _hooks.Session.fired, rev60b A1)
-            record._held_in_loop = not unproven and (
+            record._held_in_loop = not unproven and bool(
                 _loops_over_a_graph(session, record, stop) or (
                     getattr(record, "_walks_older", False)
                     or getattr(record, "_outlived", False)) and _looped(session, record, stop))

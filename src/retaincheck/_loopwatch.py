@@ -71,6 +71,13 @@ def calls(frame, event, arg):
     ``f_trace_lines``): when such code starts, every watch ends unproven."""
     if event == "call" and _touches_tracing(frame.f_code):
         close_all()
+        return None
+    for watched, _ in list(_OPEN.values()):
+        # (and at every call, each watched frame's line events still on: a helper that turns
+        # its caller's off through a name built at run time, setattr(frame, "_".join(...)),
+        # rev74b A1, is seen at the next call, its own included)
+        if not watched.f_trace_lines or watched.f_trace is not _lines:
+            _close_frame(watched)
     return None
 
 
