@@ -658,3 +658,18 @@ def test_a_helper_that_turns_line_events_off_by_a_built_name_proves_no_loop(tmp_
     _, report = run_fixture(path, source, audited=True)
     (site,) = report.calls
     assert not getattr(site, "_shapes_iterated", None), report.format()
+
+
+def test_code_naming_a_trace_attribute_in_a_tuple_constant_ends_the_watch():
+    """rev74a A1 (t8): the attribute's name inside a tuple constant, not among the code's
+    names or its plain string constants: read there too (_loopwatch._touches_tracing). (With
+    only the top-level constants read, the tuple form was not seen.)"""
+    def plain(frame):
+        return frame.f_lineno
+
+    def in_a_tuple(frame):
+        for name in ("f_trace_lines",):
+            setattr(frame, name, False)
+
+    assert not _loopwatch._touches_tracing(plain.__code__)
+    assert _loopwatch._touches_tracing(in_a_tuple.__code__)

@@ -93,7 +93,13 @@ def _touches_tracing(code) -> bool:
             from ._hooks import _machinery_codes
 
             _OWN.append(_machinery_codes())
-        names = {*code.co_names, *(c for c in code.co_consts if type(c) is str)}
+        names, consts = set(code.co_names), list(code.co_consts)
+        while consts:  # (strings among its constants, in tuples and frozensets too)
+            const = consts.pop()
+            if type(const) is str:
+                names.add(const)
+            elif type(const) in (tuple, frozenset):
+                consts.extend(const)
         known = _TOUCHES[id(code)] = (code, bool(names & _TRACE_NAMES) and (
             _OWN[0].get(id(code)) is not code))
     return known[1]
