@@ -25,6 +25,14 @@ from retaincheck import _loopwatch
 
 HEAD = "import torch\n\nTAKEN = False\nw = torch.ones(3, requires_grad=True)\n"
 
+
+def _audited(tmp_path, source: str):
+    """Write ``source`` as train.py and run it under the audit: (its sites, the report)."""
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    _, report = run_fixture(path, source, audited=True)
+    return report.calls, report
+
 # Graphs made before the inner loop, held where reading the code did not look
 HIDDEN = {
     # rev57a M3: rebound by a with statement's target
@@ -596,10 +604,8 @@ def test_a_program_that_turns_tracing_off_and_on_proves_no_loop(tmp_path, restor
               "for e in range(3):\n    step_b((v * 3).exp().sum())\n"
               "    for i in batches(1):\n        step_a((w * 2).exp().sum())\n"
               "result = [w.grad]\n")
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    _, report = run_fixture(path, source, audited=True)
-    site = next(c for c in report.calls if c.line == 11)
+    sites, report = _audited(tmp_path, source)
+    site = next(c for c in sites if c.line == 11)
     assert not getattr(site, "_shapes_iterated", None), report.format()
     assert site.verdict == COULD_NOT_TELL, report.format()
 
@@ -626,37 +632,26 @@ def test_the_code_reading_looks_inside_a_module_object_the_program_made():
     assert any(name.startswith("held.feats") for name in names), names
 
 
-def test_code_that_toggles_a_frames_line_events_proves_no_loop(tmp_path):
+BUILT_NAME = "setattr(sys._getframe(1), '_'.join(['f', 'trace', 'lines']), {})"
+
+
+@pytest.mark.parametrize("named", ["literally", "at_run_time"])
+def test_code_that_toggles_a_frames_line_events_proves_no_loop(tmp_path, named):
     """rev73a A1: with the loop frame's line events turned off at the end of its body and on
     again in its head, the watch missed the line that ended the inner loop's run and took the
-    next epoch's run for a second iteration. Code that names a frame's trace attributes ends
-    every watch as it starts (_loopwatch.calls): no proof here (with that rule removed, the
-    loop was proven, and only the older-graph check kept the site)."""
-    source = HEAD + HIDDEN["line_events_toggled"] + "result = [w.grad]\n"
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    _, report = run_fixture(path, source, audited=True)
-    (site,) = report.calls
-    assert not getattr(site, "_shapes_iterated", None), report.format()
-
-
-def test_a_helper_that_turns_line_events_off_by_a_built_name_proves_no_loop(tmp_path):
-    """rev74b A1: the helpers of rev73a A1 with the attribute's name built at run time
-    (``setattr(sys._getframe(1), "_".join(["f", "trace", "lines"]), False)``), which no name
-    in their code shows: at every call while a watch is open, each watched frame's line
-    events must still be on (_loopwatch.calls). (With that check removed, the loop was
-    proven.)"""
-    source = HEAD + HIDDEN["line_events_toggled"].replace(
-        "sys._getframe(1).f_trace_lines = False",
-        "setattr(sys._getframe(1), '_'.join(['f', 'trace', 'lines']), False)").replace(
-        "sys._getframe(1).f_trace_lines = True",
-        "setattr(sys._getframe(1), '_'.join(['f', 'trace', 'lines']), True)")
-    assert "f_trace" not in source
-    source += "result = [w.grad]\n"
-    path = tmp_path / "train.py"
-    path.write_text(source)
-    _, report = run_fixture(path, source, audited=True)
-    (site,) = report.calls
+    next epoch's run for a second iteration (only the older-graph check kept the site).
+    rev74b A1: the same with the attribute's name built at run time, which no name in the
+    helpers' code shows. Now code that names a frame's trace attributes ends every watch as it
+    starts, and at every call while a watch is open each watched frame's line events must
+    still be on (_loopwatch.calls): no proof in either form. With both rules removed both
+    forms were proven; with the per-call check alone removed, "at_run_time" was."""
+    toggled = HIDDEN["line_events_toggled"]
+    if named == "at_run_time":
+        toggled = toggled.replace("sys._getframe(1).f_trace_lines = False",
+                                  BUILT_NAME.format(False)).replace(
+            "sys._getframe(1).f_trace_lines = True", BUILT_NAME.format(True))
+        assert "f_trace" not in toggled
+    (site,), report = _audited(tmp_path, HEAD + toggled + "result = [w.grad]\n")
     assert not getattr(site, "_shapes_iterated", None), report.format()
 
 

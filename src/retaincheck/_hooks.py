@@ -1082,10 +1082,10 @@ class Session:
                 # code with no frame that may run it again, list(map(exec, codes, spaces)),
                 # rev68a A1)
                 past_module = True
-                if self.runs_module_code(name, chain[k]) or self.calls_exec(name, chain[k]):
+                if self.runs_module_code(chain[k]) or self.calls_exec(name, chain[k]):
                     continue
                 return True
-            if past_module and self.runs_module_code(name, chain[k]):
+            if past_module and self.runs_module_code(chain[k]):
                 continue  # (the machinery that runs module code, by no name of the callee)
             torch_dir = _OURS[1] if _OURS else "\0"
             if name.startswith(torch_dir) and in_a_loop(name, line, first):
@@ -1100,7 +1100,7 @@ class Session:
                 return True
         return False
 
-    def runs_module_code(self, name: str, frame) -> bool:
+    def runs_module_code(self, frame) -> bool:
         """Whether a frame is of what runs a module's code once, calling no function of it by
         name: an ``import`` statement, runpy's and the import system's code, this package's
         (its command line) (``hidden_loop``). Their code is told by the code objects

@@ -1714,25 +1714,35 @@ def ran_as_written(path: str, code) -> bool:
     return known
 
 
+_BACK_JUMPS: dict = {}  # id(code) -> (code, ((offset, target, opname), ...)): _back_jumps
+
+
+def _back_jumps(code) -> tuple:
+    """(offset, target offset, opname) of each jump back in ``code`` itself, read once per
+    code object (``_jumps_back``, ``loops_at``)."""
+    known = _BACK_JUMPS.get(id(code))
+    if known is None or known[0] is not code:
+        import dis
+
+        jumps = set(dis.hasjrel) | set(dis.hasjabs)
+        known = _BACK_JUMPS[id(code)] = (code, tuple(
+            (ins.offset, ins.argval, ins.opname) for ins in dis.get_instructions(code)
+            if ins.opcode in jumps and isinstance(ins.argval, int)
+            and ins.argval <= ins.offset))
+    return known[1]
+
+
 def _jumps_back(code) -> tuple:
     """(line of the jump, line it goes back to) for each jump back in ``code`` itself, each
     counted (two loops on one line are not one: an AST transform that wraps a file's one-line
     loop in another, rev64a A1)."""
-    import dis
-
     lines = [(start, end, line) for start, end, line in code.co_lines()]
 
     def line_at(offset):
         return next((line for start, end, line in lines if start <= offset < end), None)
 
-    jumps = set(dis.hasjrel) | set(dis.hasjabs)
-    return tuple(sorted(((line_at(ins.offset), line_at(ins.argval))
-                         for ins in dis.get_instructions(code)
-                         if ins.opcode in jumps and isinstance(ins.argval, int)
-                         and ins.argval <= ins.offset), key=repr))
-
-
-_LOOP_JUMPS: dict = {}  # id(code) -> (code, ((target, offset), ...)) of its loops' jumps back
+    return tuple(sorted(((line_at(offset), line_at(target))
+                         for offset, target, _ in _back_jumps(code)), key=repr))
 
 
 def loops_at(code, lasti: int) -> bool:
@@ -1741,16 +1751,8 @@ def loops_at(code, lasti: int) -> bool:
     compiled from a string, rev70a A1; or whose text shows no loop there). Not the jump back
     of an ``await``'s or ``yield from``'s send loop (``JUMP_BACKWARD_NO_INTERRUPT``), which
     resumes one call."""
-    known = _LOOP_JUMPS.get(id(code))
-    if known is None or known[0] is not code:
-        import dis
-
-        jumps = set(dis.hasjrel) | set(dis.hasjabs)
-        known = _LOOP_JUMPS[id(code)] = (code, tuple(
-            (ins.argval, ins.offset) for ins in dis.get_instructions(code)
-            if ins.opcode in jumps and isinstance(ins.argval, int) and ins.argval <= ins.offset
-            and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"))
-    return any(target <= lasti <= offset for target, offset in known[1])
+    return any(target <= lasti <= offset for offset, target, opname in _back_jumps(code)
+               if opname != "JUMP_BACKWARD_NO_INTERRUPT")
 
 
 _as_written: dict[tuple, bool] = {}
