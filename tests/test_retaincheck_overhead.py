@@ -43,6 +43,14 @@ import retaincheck_overhead as bench  # noqa: E402
 # tokenized once, _graph_locals' walk of a module's attributes). Interleaved in one process
 # against the version before, medians of 6-8 quick runs: tiny calls 1.98-2.05 -> 1.81-1.86,
 # per-class 1.35 -> 1.32, training step 1.35-1.36 -> 1.29-1.30.
+# The training step is measured in blocks of three steps, as the committed runs are (the goal's
+# own measure: benchmarks/retaincheck_overhead.py, 21 rounds of 3 steps); it was two until the
+# run of 2026-12-07 (fifteenth session), where CI measured 1.39 on torch 2.14.1 (.ci/other-torch:
+# that torch's MLP step is faster, 4.9 against 6.3 ms here, and the audit's own cost per audit,
+# about 1.9 ms here, weighs more). Here, side by side, with the README suite running beside
+# them: two steps 1.21-1.30, three steps 1.20-1.26 (torch 2.13.0 and 2.14.1). The quick run
+# stays on the pinned torch: .ci/other-torch leaves it out (a ratio over another torch's
+# kernels is not the goal's).
 MARGIN = 0.25
 TINY_MARGIN = 0.72
 
@@ -102,7 +110,7 @@ def test_a_quick_run_stays_within_the_goals_plus_a_margin():
         tiny = _within(1.3 + TINY_MARGIN, lambda: bench.measure(
             bench.per_class_step(32, (8, 16)), retaincheck.audit, 7, 1)[2])
         training = _within(1.1 + MARGIN, lambda: bench.measure(
-            step, retaincheck.audit, 7, 2)[2])
+            step, retaincheck.audit, 7, 3)[2])
     finally:
         torch.set_num_threads(threads)
     assert per_class <= 1.2 + MARGIN, per_class

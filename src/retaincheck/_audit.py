@@ -588,7 +588,7 @@ _STOPS: dict = {}
 def runner_stop(session: Session) -> tuple[tuple, tuple]:
     """(the test runner's folders, ``_up_to_runner``'s ``stop``) for this process now (kept
     per set of those modules: their files' real paths cost a stat per folder)."""
-    key = (tuple(sys.modules.get(name) for name in _RUNNERS), frozenset(session.runner_dirs))
+    key = (tuple(map(sys.modules.get, _RUNNERS)), frozenset(session.runner_dirs))
     found = _STOPS.get(key)
     if found is None:
         found = _STOPS[key] = _runner_stop(key[0], key[1])

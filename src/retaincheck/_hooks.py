@@ -597,11 +597,15 @@ class Session:
         session = self
         roots_arg = "tensors" if kind == "backward" else "outputs"
         positions = _BACKWARD_POS if kind == "backward" else _GRAD_POS
-        create_pos = positions.index("create_graph")
         inputs_pos = positions.index("inputs") if "inputs" in positions else len(positions)
         tensor_type = self.tensor_type
         plain = (tensor_type, tuple, list)
         simple = set(signature.parameters)
+        # (the positions name the signature's first parameters, each taken by position or
+        # keyword: else every call is bound)
+        prefix = tuple(signature.parameters)[:len(positions)] == positions and all(
+            p.kind is p.POSITIONAL_OR_KEYWORD for p in signature.parameters.values()
+            if p.name in positions)
 
         def wrapper(*args, **kwargs):
             if session.engine is None:  # uninstalled, and still called (see uninstall)
@@ -628,9 +632,10 @@ class Session:
             return session.run(original, kind, args, kwargs, arguments, roots_arg, explicit)
 
         def prepare(args, kwargs):
-            # Fast path: the arguments by position or keyword, without binding a signature.
-            if len(args) > create_pos or not simple.issuperset(kwargs) or (
-                args and roots_arg in kwargs
+            # Fast path: the arguments by position or keyword, without binding a signature
+            # (inspect's bind: about 10 us, and Tensor.backward passes four by position)
+            if not prefix or len(args) > len(positions) or not simple.issuperset(kwargs) or (
+                not kwargs.keys().isdisjoint(positions[:len(args)])
             ):
                 try:
                     arguments = signature.bind(*args, **kwargs).arguments
@@ -686,6 +691,14 @@ class Session:
         known = self.code_kind.get(id(code))
         if known is not None and known[0] is code:
             return known[1]
+        # (of an absolute file name, a fact of the code alone: kept from audit to audit; a
+        # relative one is to the folder the program is in now)
+        absolute = os.path.isabs(code.co_filename)
+        if absolute:
+            known = _CODE_KIND.get(id(code))
+            if known is not None and known[0] is code:
+                self.code_kind[id(code)] = known
+                return known[1]
         filename = os.path.abspath(code.co_filename)
         if filename.startswith(self.own_dir):
             kind = 0
@@ -695,6 +708,10 @@ class Session:
         else:
             kind = 2
         self.code_kind[id(code)] = (code, kind)
+        if absolute:
+            if len(_CODE_KIND) > 65536:
+                _CODE_KIND.clear()
+            _CODE_KIND[id(code)] = (code, kind)
         return kind
 
     def caller(self, engine=False):
@@ -2246,6 +2263,7 @@ def _closure_functions(frame) -> list:
 
 
 _POSITIONS: dict = {}
+_CODE_KIND: dict = {}  # id(code) -> (code, Session._kind_of's kind), absolute file names
 _DOING: dict = {}
 
 
