@@ -668,3 +668,37 @@ def test_code_naming_a_trace_attribute_in_a_tuple_constant_ends_the_watch():
 
     assert not _loopwatch._touches_tracing(plain.__code__)
     assert _loopwatch._touches_tracing(in_a_tuple.__code__)
+
+
+def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypatch):
+    """rev74a A1 (its second half): a graph kept on a module of the program's own
+    (``trainstate.feats = ...`` per epoch) was not looked for: imported modules were passed
+    over as plain values. Here the loop's own code turns its line events off and on through a
+    name built at run time with no call in between (the limit the page states), so the watch
+    takes the next epoch's run of the inner loop for a second iteration; the code reading
+    must find the graph on ``trainstate.feats``. (With imported modules passed over again the
+    site was "not needed"; without the flag and two inner iterations, the run raises.)"""
+    (tmp_path / "trainstate_rev74a.py").write_text('"""Shared training state."""\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "trainstate_rev74a", raising=False)
+    source = HEAD + (
+        "import sys\n\nimport trainstate_rev74a as trainstate\n\n"
+        "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"
+        "v = torch.ones(3, requires_grad=True)\n"
+        "for b in [torch.ones(3) * k for k in range(3)]:\n"
+        "    trainstate.feats = (b * v).tanh()\n"
+        "    setattr(F, name, True)\n"
+        "    for _ in range(2 if TAKEN else 1):\n"
+        "        (trainstate.feats * w).exp().sum().backward(retain_graph=True)\n"
+        "        setattr(F, name, False)\n"
+        "result = [w.grad]\n")
+    try:
+        (site,), report = _audited(tmp_path, source)
+        assert site.verdict == COULD_NOT_TELL, report.format()
+        assert site._held_in_loop, report.format()
+        path = tmp_path / "train.py"
+        outcome, _ = run_fixture(path, source.replace("TAKEN = False", "TAKEN = True").replace(
+            "retain_graph=True", "retain_graph=False"))
+        assert "backward through the graph a second time" in str(outcome), outcome
+    finally:
+        sys.modules.pop("trainstate_rev74a", None)

@@ -1764,9 +1764,14 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
 
     def made_module(value) -> bool:
         # (a module object the program made, types.ModuleType("store"), no module imported
-        # under its name: a namespace like any object, rev73a A1)
-        return isinstance(value, types.ModuleType) and sys.modules.get(
-            getattr(value, "__name__", None)) is not value
+        # under its name: a namespace like any object, rev73a A1; and a module of the
+        # program's own, imported: a shared-state module, `trainstate.feats = ...` per epoch,
+        # rev74a A1; not the standard library's, an installed package's or this package's)
+        if not isinstance(value, types.ModuleType):
+            return False
+        name = getattr(value, "__name__", None)
+        return sys.modules.get(name) is not value or not _installed(value) and not (
+            isinstance(name, str) and name.partition(".")[0] == "retaincheck")
 
     def attributes(name: str, value) -> list[str]:
         # (an object's attributes that hold a graph, however deep: `name.attr` by the
