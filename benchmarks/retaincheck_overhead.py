@@ -273,7 +273,7 @@ def main(argv=None):
             print(f"wrote {out} and {out.with_suffix('.md').name}")
         return rows
 
-    rounds, steps = (5, 2) if args.quick else (21, 3)
+    rounds, steps = (5, 3) if args.quick else (21, 3)
     print(f"torch {torch.__version__}, 1 thread, retaincheck from {args.src}; "
           f"{rounds} interleaved rounds of {steps} steps, medians of CPU time")
     load_before = os.getloadavg()

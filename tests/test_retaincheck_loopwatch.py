@@ -670,35 +670,97 @@ def test_code_naming_a_trace_attribute_in_a_tuple_constant_ends_the_watch():
     assert _loopwatch._touches_tracing(in_a_tuple.__code__)
 
 
-def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypatch):
+# How the program holds its state module (rev74a A1; rev76a A2-A4): files written next to the
+# script, the import line, the holder's name in the loop
+STATE_MODULES = {
+    "imported": ({"trainstate_rev74a.py": '"""Shared training state."""\n'},
+                 "import trainstate_rev74a as trainstate", "trainstate"),
+    # a namespace package's submodule: the package has no file (rev76a A2)
+    "namespace_package": ({"nspkg_rev76a/store.py": '"""State."""\n'},
+                          "import nspkg_rev76a.store", "nspkg_rev76a.store"),
+    # a module the program made and put in sys.modules for other files to import (A4)
+    "registered": ({}, "import types\nsys.modules['shared_rev76a'] = types.ModuleType("
+                   "'shared_rev76a')\nimport shared_rev76a", "shared_rev76a"),
+    # more than 256 globals: what the program sets at run time comes after them (A3)
+    "many_globals": ({"big_rev76a.py": "".join(f"c{i} = {i}\n" for i in range(400))},
+                     "import big_rev76a", "big_rev76a"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(STATE_MODULES))
+def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypatch, form):
     """rev74a A1 (its second half): a graph kept on a module of the program's own
     (``trainstate.feats = ...`` per epoch) was not looked for: imported modules were passed
-    over as plain values. Here the loop's own code turns its line events off and on through a
-    name built at run time with no call in between (the limit the page states), so the watch
-    takes the next epoch's run of the inner loop for a second iteration; the code reading
-    must find the graph on ``trainstate.feats``. (With imported modules passed over again the
-    site was "not needed"; without the flag and two inner iterations, the run raises.)"""
-    (tmp_path / "trainstate_rev74a.py").write_text('"""Shared training state."""\n')
+    over as plain values. rev76a A2-A4: nor a namespace package's submodule, a module the
+    program made and put in ``sys.modules``, or one with more than 256 globals. Here the
+    loop's own code turns its line events off and on through a name built at run time with no
+    call in between (the limit the page states), so the watch takes the next epoch's run of
+    the inner loop for a second iteration; the code reading must find the graph on the
+    module. (With imported modules passed over again every form was "not needed"; before
+    rev76a's changes the last three were; without the flag and two inner iterations, each run
+    raises.)"""
+    files, imports, holder = STATE_MODULES[form]
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "trainstate_rev74a", raising=False)
+    made = ("trainstate_rev74a", "nspkg_rev76a", "nspkg_rev76a.store", "shared_rev76a",
+            "big_rev76a")
     source = HEAD + (
-        "import sys\n\nimport trainstate_rev74a as trainstate\n\n"
+        f"import sys\n\n{imports}\n\n"
         "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"
         "v = torch.ones(3, requires_grad=True)\n"
         "for b in [torch.ones(3) * k for k in range(3)]:\n"
-        "    trainstate.feats = (b * v).tanh()\n"
+        f"    {holder}.feats = (b * v).tanh()\n"
         "    setattr(F, name, True)\n"
         "    for _ in range(2 if TAKEN else 1):\n"
-        "        (trainstate.feats * w).exp().sum().backward(retain_graph=True)\n"
+        f"        ({holder}.feats * w).exp().sum().backward(retain_graph=True)\n"
         "        setattr(F, name, False)\n"
         "result = [w.grad]\n")
     try:
         (site,), report = _audited(tmp_path, source)
         assert site.verdict == COULD_NOT_TELL, report.format()
         assert site._held_in_loop, report.format()
-        path = tmp_path / "train.py"
-        outcome, _ = run_fixture(path, source.replace("TAKEN = False", "TAKEN = True").replace(
-            "retain_graph=True", "retain_graph=False"))
+        for name in made:
+            sys.modules.pop(name, None)
+        outcome, _ = run_fixture(tmp_path / "train.py", source.replace(
+            "TAKEN = False", "TAKEN = True").replace("retain_graph=True", "retain_graph=False"))
         assert "backward through the graph a second time" in str(outcome), outcome
     finally:
-        sys.modules.pop("trainstate_rev74a", None)
+        for name in made:
+            sys.modules.pop(name, None)
+
+
+def test_the_code_reading_runs_no_code_of_a_lazily_imported_module(tmp_path, monkeypatch):
+    """rev76a A1: a program module holding a module imported lazily (importlib's
+    LazyLoader, which imports it at its first attribute read) that the program never uses:
+    the code reading read it (``isinstance`` reads ``__class__``) and ran its import, whose
+    error reached the program's backward(). It is not looked inside now, and the reading
+    never raises into the program. (With the module's type not checked, the import ran and
+    the audited run raised ImportError; with only the reading's errors caught, the import
+    still ran.)"""
+    (tmp_path / "plugin_rev76a.py").write_text(
+        "raise ImportError('plugin_rev76a needs a GPU')\n")
+    (tmp_path / "state_rev76a.py").write_text(
+        "import importlib.util\nimport sys\n\n"
+        "spec = importlib.util.find_spec('plugin_rev76a')\n"
+        "spec.loader = importlib.util.LazyLoader(spec.loader)\n"
+        "plugin = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['plugin_rev76a'] = plugin\nspec.loader.exec_module(plugin)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = HEAD + (
+        "import state_rev76a\n\n"
+        "for step in range(2):\n"
+        "    h = (w * 2).tanh()\n"
+        "    h.sum().backward(retain_graph=True)\n"
+        "    (h * 3).sum().backward()\n"
+        "result = [w.grad]\n")
+    try:
+        (site,), report = _audited(tmp_path, source)
+        assert site.verdict == "needed", report.format()
+        assert report.completed, report.format()
+        # (its import not run: still the lazy module's own class)
+        assert type(sys.modules["plugin_rev76a"]).__name__ == "_LazyModule"
+    finally:
+        for name in ("state_rev76a", "plugin_rev76a"):
+            sys.modules.pop(name, None)

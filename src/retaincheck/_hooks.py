@@ -949,8 +949,11 @@ class Session:
             # (the names of tensors with a graph in each frame's locals, for
             # _audit._loops_over_a_graph: no file is read here, where a loader's get_source
             # may start a backward pass, rev42a F2)
-            record.__dict__.setdefault("_graph_names", {})[shape] = _graph_locals(
-                frame, self.base, len(lines))
+            try:
+                names = _graph_locals(frame, self.base, len(lines))
+            except Exception:  # (never the program's error: names not read, any may hold
+                names = [None] * len(lines)  # one, _reads.loop_over_names; rev76a A1)
+            record.__dict__.setdefault("_graph_names", {})[shape] = names
         index = 0
         retain = arguments.get("retain_graph")
         create = bool(arguments.get("create_graph"))
@@ -1763,15 +1766,15 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
     module_type = getattr(getattr(sys.modules["torch"], "nn", None), "Module", ())
 
     def made_module(value) -> bool:
-        # (a module object the program made, types.ModuleType("store"), no module imported
-        # under its name: a namespace like any object, rev73a A1; and a module of the
-        # program's own, imported: a shared-state module, `trainstate.feats = ...` per epoch,
-        # rev74a A1; not the standard library's, an installed package's or this package's)
-        if not isinstance(value, types.ModuleType):
-            return False
-        name = getattr(value, "__name__", None)
-        return sys.modules.get(name) is not value or not _installed(value) and not (
-            isinstance(name, str) and name.partition(".")[0] == "retaincheck")
+        # (a module object to look inside, a namespace like any object: one the program made,
+        # types.ModuleType("store"), whether no import made it (rev73a A1) or the program put
+        # it in sys.modules (rev76a A4); and a module of the program's own, imported: a
+        # shared-state module, `trainstate.feats = ...` per epoch (rev74a A1), a namespace
+        # package's too (rev76a A2); not the standard library's, an installed package's or
+        # this package's. Told from the module's own dict: a lazy module (importlib's
+        # LazyLoader) runs its import at the first attribute read, rev76a A1, and is not
+        # looked inside: it holds nothing before its code has run)
+        return _program_module(value)
 
     def attributes(name: str, value) -> list[str]:
         # (an object's attributes that hold a graph, however deep: `name.attr` by the
@@ -1785,13 +1788,13 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
         todo, budget, wheres = [(value, None, 4)], [2048], {}
         while todo:
             obj, attr, depth = todo.pop()
-            if isinstance(obj, plain) and not made_module(obj) or budget[0] < 0:
+            if issubclass(type(obj), plain) and not made_module(obj) or budget[0] < 0:
                 continue
             pairs = _own_attributes(obj)
             if pairs is None:
                 continue
             own = dict(pairs)
-            if module_type and isinstance(obj, module_type):  # (its buffers, parameters,
+            if module_type and issubclass(type(obj), module_type):  # (its buffers, parameters,
                 for key in ("_buffers", "_parameters", "_modules"):  # modules: by name)
                     inner = own.get(key)
                     if type(inner) is dict:
@@ -1803,16 +1806,17 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
             if where is None:
                 where = wheres[kind] = f"{_class_file(kind) or ''}\0{kind.__name__}"
             for a, v in pairs:
-                budget[0] -= 1
                 held = type(v)
                 if held in _ATOMS or held in _CONTAINERS and not v:
                     continue  # (a module's hooks, sizes and flags: nothing inside)
+                budget[0] -= 1  # (values with something inside: a big module's constants
+                # do not use it up, rev76a A3)
                 if a in ("_buffers", "_parameters", "_modules") or found and any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
                 if _holds(v, tensor, budget=budget):
                     found.add(f"{name}.{a}\0{where}")
-                elif depth and (not isinstance(v, plain) or made_module(v)):
+                elif depth and (not issubclass(held, plain) or made_module(v)):
                     todo.append((v, a, depth - 1))
         return sorted(found)
 
@@ -1832,8 +1836,8 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 held = space.get(g)
                 if held is None:
                     continue
-                if isinstance(held, types.ModuleType):
-                    if held is not sys.modules.get("torch") and not _installed(held):
+                if issubclass(type(held), types.ModuleType):
+                    if held is not sys.modules.get("torch") and _program_module(held):
                         found += [f"{name}:{g}.{a}" for a in names
                                   if _holds(getattr(held, "__dict__", {}).get(a), tensor)]
                 elif _holds(held, tensor):
@@ -1888,13 +1892,15 @@ def _own_attributes(obj) -> list | None:
     try:
         import _thread
 
-        if isinstance(obj, _thread._local):  # (this thread's: threading.local and its
+        if issubclass(type(obj), _thread._local):  # (this thread's: threading.local and its
             own = _thread._local.__getattribute__(obj, "__dict__")  # subclasses, rev54a
             # N6, rev55b M2; the base's lookup, not the subclass's code)
         else:
             own = object.__getattribute__(obj, "__dict__")
-        if type(own) is dict:
-            pairs = list(own.items())[:256]
+        if type(own) is dict:  # (a module's all: what the program sets at run time comes
+            # last, after its functions and imports, rev76a A3; an object's first 256)
+            pairs = list(own.items()) if issubclass(type(obj), types.ModuleType) else list(
+                own.items())[:256]
     except Exception:
         pass
     kind = type(obj)
@@ -1919,6 +1925,40 @@ def _own_attributes(obj) -> list | None:
     return pairs
 
 
+def _program_module(value) -> bool:
+    """Whether ``value`` is a module to look inside for graphs (``_graph_locals``): one the
+    program made (``types.ModuleType("store")``, in ``sys.modules`` or not) or one of the
+    program's own files or folders (a namespace package's too); not the standard library's,
+    an installed package's, a built-in one or this package's. Read from the module's own dict,
+    running none of its code: a module whose class reads its attributes itself (importlib's
+    ``LazyLoader``, which imports at the first read) is not looked inside."""
+    kind = type(value)
+    if not issubclass(kind, types.ModuleType) or kind is not types.ModuleType and (
+            kind.__getattribute__ is not types.ModuleType.__getattribute__
+            or "__getattr__" in kind.__dict__):
+        return False
+    try:
+        space = object.__getattribute__(value, "__dict__")
+    except Exception:
+        return False
+    name = space.get("__name__")
+    if not isinstance(name, str) or name.partition(".")[0] == "retaincheck":
+        return False
+    path = space.get("__file__")
+    if not isinstance(path, str):
+        paths = space.get("__path__")  # (a namespace package: no file, its folders)
+        try:
+            path = next(iter(paths), None) if paths is not None and type(paths) is not str else None
+        except Exception:
+            path = None
+    if isinstance(path, str):
+        return not _installed_path(path)
+    if name in sys.builtin_module_names or sys.modules.get(name) is not value:
+        return sys.modules.get(name) is not value  # (made, and no import made it)
+    spec = space.get("__spec__")
+    return spec is None or getattr(spec, "origin", None) not in ("built-in", "frozen")
+
+
 def _class_file(kind) -> str | None:
     """The file of the program's own module that defines a class (not the standard
     library's or an installed package's), or None."""
@@ -1934,6 +1974,11 @@ def _installed(module) -> bool:
     path = getattr(module, "__file__", None)
     if not path:
         return True  # (a built-in module)
+    return _installed_path(path)
+
+
+def _installed_path(path: str) -> bool:
+    """Whether a file lies under Python's prefix or a site-packages folder."""
     return "site-packages" in path or "dist-packages" in path or path.startswith(
         (sys.base_prefix, sys.prefix, sys.exec_prefix))
 
@@ -1954,7 +1999,7 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
     kind = type(value)
     if kind in _ATOMS or kind in _CONTAINERS and not value:  # (most of a module's
         return False  # attributes: nothing inside; an exact built-in type's len, no program code)
-    if isinstance(value, tensor):
+    if issubclass(kind, tensor):  # (by its type: isinstance may read __class__, program code)
         if value.grad_fn is not None:
             return True
         try:  # (an attribute set on a tensor: `x.ctx = feats`, rev53a M8)

@@ -74,12 +74,12 @@ class CallRecord:
     (``grad_fn._saved_result``, ``ctx.saved_tensors``): the audit cannot see which graph it
     read, so a site nothing else reused is ``"could not tell: kept"``, never ``"not needed"``."""
     unseen_calls: list[str] = field(default_factory=list)
-    """``file:line`` of a ``backward()``/``grad()`` call that did not run in this run (a branch
-    not taken: ``if step % 50 == 0``), in this call's function or one on the way to it, or in
-    a function that may run after it: one that started a pass after it, one the program
-    handed to a test runner as a value (a finalizer, a cleanup), a test case's other tests
-    in the same audit. It may walk the graph on
-    another path, so a site nothing else reused is ``"could not tell: kept"``."""
+    """``file:line`` of a ``backward()``/``grad()`` call that did not run after this one first
+    ran (a branch not taken: ``if step % 50 == 0``; one that ran only before it counts too),
+    in this call's function or one on the way to it, or in a function that may run after it:
+    one that started a pass after it, one the program handed to a test runner as a value (a
+    finalizer, a cleanup), a test case's other tests in the same audit. It may walk the graph
+    on another path, so a site nothing else reused is ``"could not tell: kept"``."""
     ran_once_in_a_loop: bool = False
     """It is in a loop that, with more iterations (``--iters 2``), may walk a graph it kept:
     a loop over a graph made before it (however often it ran), or any loop on the way that
