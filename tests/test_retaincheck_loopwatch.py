@@ -11,6 +11,7 @@ guards broken (the notes on each say which).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -674,16 +675,31 @@ def test_code_naming_a_trace_attribute_in_a_tuple_constant_ends_the_watch():
 # script, the import line, the holder's name in the loop
 STATE_MODULES = {
     "imported": ({"trainstate_rev74a.py": '"""Shared training state."""\n'},
-                 "import trainstate_rev74a as trainstate", "trainstate"),
+                 "import trainstate_rev74a as trainstate", "trainstate.feats"),
     # a namespace package's submodule: the package has no file (rev76a A2)
     "namespace_package": ({"nspkg_rev76a/store.py": '"""State."""\n'},
-                          "import nspkg_rev76a.store", "nspkg_rev76a.store"),
+                          "import nspkg_rev76a.store", "nspkg_rev76a.store.feats"),
     # a module the program made and put in sys.modules for other files to import (A4)
     "registered": ({}, "import types\nsys.modules['shared_rev76a'] = types.ModuleType("
-                   "'shared_rev76a')\nimport shared_rev76a", "shared_rev76a"),
+                   "'shared_rev76a')\nimport shared_rev76a", "shared_rev76a.feats"),
     # more than 256 globals: what the program sets at run time comes after them (A3)
     "many_globals": ({"big_rev76a.py": "".join(f"c{i} = {i}\n" for i in range(400))},
-                     "import big_rev76a", "big_rev76a"),
+                     "import big_rev76a", "big_rev76a.feats"),
+    # 2,100 functions before a dict that holds it (`from torch import *` has about a
+    # thousand): each has a budget of its own (rev77a A5)
+    "many_functions": ({"funcs_rev77a.py": "".join(f"def f{i}():\n    pass\n"
+                                                    for i in range(2100)) + "cache = {}\n"},
+                       "import funcs_rev77a", "funcs_rev77a.cache['h']"),
+    # a module in a dict (rev77a A4)
+    "in_a_dict": ({"trainstate_rev77a.py": '"""State."""\n'},
+                  "import importlib\nS = {'m': importlib.import_module('trainstate_rev77a')}",
+                  "S['m'].feats"),
+    # a module whose class makes its __dict__ (a property): not read, it counts (rev77a A2)
+    "dict_property": ({"prop_rev77a.py": (
+        "import sys\nimport types\nCALLS = []\n\n\nclass _M(types.ModuleType):\n"
+        "    @property\n    def __dict__(self):\n        CALLS.append(1)\n"
+        "        return types.ModuleType.__dict__['__dict__'].__get__(self)\n\n\n"
+        "sys.modules[__name__].__class__ = _M\n")}, "import prop_rev77a", "prop_rev77a.feats"),
 }
 
 
@@ -691,36 +707,39 @@ STATE_MODULES = {
 def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypatch, form):
     """rev74a A1 (its second half): a graph kept on a module of the program's own
     (``trainstate.feats = ...`` per epoch) was not looked for: imported modules were passed
-    over as plain values. rev76a A2-A4: nor a namespace package's submodule, a module the
-    program made and put in ``sys.modules``, or one with more than 256 globals. Here the
-    loop's own code turns its line events off and on through a name built at run time with no
-    call in between (the limit the page states), so the watch takes the next epoch's run of
-    the inner loop for a second iteration; the code reading must find the graph on the
-    module. (With imported modules passed over again every form was "not needed"; before
-    rev76a's changes the last three were; without the flag and two inner iterations, each run
-    raises.)"""
+    over as plain values. rev76a A2-A4, rev77a A2, A4, A5: nor a namespace package's submodule,
+    a module the program made and put in ``sys.modules``, one with more than 256 globals, one
+    with 2,100 functions before the dict that holds it, a module in a dict, a module whose class
+    makes its ``__dict__`` (not read: it counts, and its property never runs). Here the loop's
+    own code turns its line events off and on through a name built at run time with no call in
+    between (the limit the page states), so the watch takes the next epoch's run of the inner
+    loop for a second iteration; the code reading must find the holder. Each rule broken once
+    was "not needed" for its form (imported modules passed over: every form); without the
+    flag and with two inner iterations, each run raises."""
     files, imports, holder = STATE_MODULES[form]
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
     made = ("trainstate_rev74a", "nspkg_rev76a", "nspkg_rev76a.store", "shared_rev76a",
-            "big_rev76a")
+            "big_rev76a", "funcs_rev77a", "trainstate_rev77a", "prop_rev77a")
     source = HEAD + (
         f"import sys\n\n{imports}\n\n"
         "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"
         "v = torch.ones(3, requires_grad=True)\n"
         "for b in [torch.ones(3) * k for k in range(3)]:\n"
-        f"    {holder}.feats = (b * v).tanh()\n"
+        f"    {holder} = (b * v).tanh()\n"
         "    setattr(F, name, True)\n"
         "    for _ in range(2 if TAKEN else 1):\n"
-        f"        ({holder}.feats * w).exp().sum().backward(retain_graph=True)\n"
+        f"        ({holder} * w).exp().sum().backward(retain_graph=True)\n"
         "        setattr(F, name, False)\n"
         "result = [w.grad]\n")
     try:
         (site,), report = _audited(tmp_path, source)
         assert site.verdict == COULD_NOT_TELL, report.format()
         assert site._held_in_loop, report.format()
+        if form == "dict_property":  # (its property never ran)
+            assert sys.modules["prop_rev77a"].CALLS == [], report.format()
         for name in made:
             sys.modules.pop(name, None)
         outcome, _ = run_fixture(tmp_path / "train.py", source.replace(
@@ -764,3 +783,42 @@ def test_the_code_reading_runs_no_code_of_a_lazily_imported_module(tmp_path, mon
     finally:
         for name in ("state_rev76a", "plugin_rev76a"):
             sys.modules.pop(name, None)
+
+
+def test_the_standard_library_and_site_packages_are_installed_a_project_in_a_venv_is_not():
+    """rev77a A3: every file under Python's prefix was taken as installed: a project kept in
+    its virtual environment's folder (or /usr/src/app beside /usr's Python) was not read as
+    the program's own. Installed: site-packages and the standard library's folders. (With the
+    prefix test back, the project's file was installed.)"""
+    import json
+
+    from retaincheck import _hooks
+
+    assert _hooks._installed_path(json.__file__)
+    assert _hooks._installed_path(torch.__file__)
+    assert not _hooks._installed_path(os.path.join(sys.prefix, "proj", "train.py"))
+    assert not _hooks._installed_path(sys.prefix.rstrip(os.sep) + "2" + os.sep + "train.py")
+
+
+def test_the_audits_end_runs_no_code_of_a_lazily_imported_module(tmp_path, monkeypatch):
+    """rev77a A1 (the audit's end): the search of the program's files for walkers
+    (_audit._named_from, for a site nothing reused) read every module's ``__file__`` by
+    getattr, which runs a lazy module's import. Read from the module's own dict now. (With
+    getattr back, the lazy module was imported and its error reached the program.)"""
+    (tmp_path / "plugin_rev77a.py").write_text(
+        "raise ImportError('plugin_rev77a needs a GPU')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = HEAD + (
+        "import importlib.util\nimport sys\n\n"
+        "spec = importlib.util.find_spec('plugin_rev77a')\n"
+        "spec.loader = importlib.util.LazyLoader(spec.loader)\n"
+        "plugin = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['plugin_rev77a'] = plugin\nspec.loader.exec_module(plugin)\n\n"
+        "(w * 2).tanh().sum().backward(retain_graph=True)\n"
+        "result = [w.grad]\n")
+    try:
+        (site,), report = _audited(tmp_path, source)
+        assert report.completed and site.verdict == "not needed", report.format()
+        assert type(sys.modules["plugin_rev77a"]).__name__ == "_LazyModule"
+    finally:
+        sys.modules.pop("plugin_rev77a", None)

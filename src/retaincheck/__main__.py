@@ -736,9 +736,11 @@ def _end_like_python(namespaces: list, imported: list) -> None:
         flush_open_files()
         return
     try:
+        from ._hooks import _own_dict
+
         own, ours = [], os.path.dirname(os.path.realpath(__file__)) + os.sep
         for module in reversed(imported):  # (sys.modules may hold other objects, or aliases)
-            file = getattr(module, "__file__", None)
+            file = _own_dict(module).get("__file__")  # (no lazy module's import run)
             if (isinstance(module, types.ModuleType) and isinstance(file, str)
                     and os.path.isabs(file)):
                 real = os.path.realpath(file)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
-from ._hooks import LOCK, Session
+from ._hooks import LOCK, Session, _own_dict
 from ._report import CallRecord, Report
 from ._sizes import human as _human  # noqa: F401  (kept for code that imported it from here)
 
@@ -472,7 +473,8 @@ def _parameter_read_elsewhere(tree, calls) -> bool:
 
 def _mark_untaken_calls(session: Session) -> None:
     """Sites nothing reused become "could not tell: kept" when a ``backward()``/``grad()``
-    call in the same function did not run (``_reads.untaken_calls``): a verdict covers only
+    call that could run after the site (``CallRecord.unseen_calls`` says where) did not run
+    after its first run (``_reads.untaken_calls``): a verdict covers only
     the paths the run took, and this one may walk the graph on a path it did not take."""
     open_sites = [c for c in session.report.calls
                   if not c.needed and not c.history_leak and c.executions]
@@ -490,7 +492,7 @@ def _mark_untaken_calls(session: Session) -> None:
            if name and not name.startswith("<") and _kind(name) == 2}
     own.update(name for module_name, module in list(sys.modules.items())
                if module_name not in before
-               and isinstance(name := getattr(module, "__file__", None), str)
+               and isinstance(name := _own_dict(module).get("__file__"), str)
                and name.endswith(".py") and _kind(name) == 2)
     # (and those a test runner runs for the test: its module, the conftest files, a plugin
     # module of the project's; a unittest.TestCase's module: a helper class a conftest
@@ -884,7 +886,7 @@ def _installed_walkers(files) -> frozenset[str]:
                     note(attr, value)
 
     def note_module(module, bound):
-        if _kind(getattr(module, "__file__", None) or "<") != 1:
+        if _kind(_own_dict(module).get("__file__") or "<") != 1:
             return
         for attr, value in list(vars(module).items()):
             if isinstance(value, type):
@@ -984,25 +986,30 @@ def _named_from(files: set[str], modules=()) -> set[str]:
             return os.path.realpath(name)
         return (found.st_dev, found.st_ino)
 
+    # (read from the modules' and the values' own dicts, by their types: no attribute read
+    # through a class of the program's, and no lazy module's import run, rev77a A1)
     by_file = {}
     for module in [*modules, *list(sys.modules.values())]:
-        name = getattr(module, "__file__", None)
-        if isinstance(name, str) and name.endswith(".py"):
+        name = _own_dict(module).get("__file__")
+        if type(name) is str and name.endswith(".py"):
             by_file.setdefault(file_key(name), module)
     here = os.path.dirname(os.path.realpath(__file__)) + os.sep
     found: set[str] = set()
     todo = [os.path.realpath(f) for f in files]
     while todo:
         module = by_file.get(file_key(todo.pop()))
-        for value in list(getattr(module, "__dict__", {}).values()):
-            if isinstance(value, type(sys)):
-                name = getattr(value, "__file__", None)
-            else:
-                code = getattr(getattr(value, "__func__", value), "__code__", None)
-                name = getattr(code, "co_filename", None)
-                if name is None and isinstance(value, type):
-                    name = getattr(sys.modules.get(value.__module__), "__file__", None)
-            if not isinstance(name, str) or not name.endswith(".py") or _kind(name) != 2:
+        for value in list(_own_dict(module).values()) if module is not None else ():
+            kind, name = type(value), None
+            if kind in (types.MethodType, staticmethod, classmethod):
+                value, kind = value.__func__, type(value.__func__)
+            if issubclass(kind, types.ModuleType):
+                name = _own_dict(value).get("__file__")
+            elif kind is types.FunctionType:
+                name = value.__code__.co_filename
+            elif issubclass(kind, type):
+                name = _own_dict(sys.modules.get(type.__dict__["__module__"].__get__(
+                    value, kind))).get("__file__")
+            if type(name) is not str or not name.endswith(".py") or _kind(name) != 2:
                 continue
             real = os.path.realpath(name)
             if real.startswith(here):

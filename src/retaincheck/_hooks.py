@@ -1771,9 +1771,9 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
         # it in sys.modules (rev76a A4); and a module of the program's own, imported: a
         # shared-state module, `trainstate.feats = ...` per epoch (rev74a A1), a namespace
         # package's too (rev76a A2); not the standard library's, an installed package's or
-        # this package's. Told from the module's own dict: a lazy module (importlib's
-        # LazyLoader) runs its import at the first attribute read, rev76a A1, and is not
-        # looked inside: it holds nothing before its code has run)
+        # this package's. Told from the module's own dict, with no attribute read through
+        # its class: a lazy module (importlib's LazyLoader) runs its import at the first
+        # attribute read, rev76a A1)
         return _program_module(value)
 
     def attributes(name: str, value) -> list[str]:
@@ -1788,9 +1788,24 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
         todo, budget, wheres = [(value, None, 4)], [2048], {}
         while todo:
             obj, attr, depth = todo.pop()
-            if issubclass(type(obj), plain) and not made_module(obj) or budget[0] < 0:
+            if budget[0] < 0:
+                continue
+            items = _items(obj)
+            if items is not None:  # (a dict, list, tuple, set or deque: the modules in it,
+                # `S["m"].feats`, rev77a A4; not other objects: a list of loss modules whose
+                # forward, called in the loop, sets their loss anew would count)
+                if depth:
+                    for v in items:
+                        budget[0] -= 1
+                        if issubclass(type(v), types.ModuleType) and made_module(v):
+                            todo.append((v, attr, depth - 1))
+                continue
+            if issubclass(type(obj), plain) and not made_module(obj):
                 continue
             pairs = _own_attributes(obj)
+            if pairs is _UNREADABLE:  # (may hold one: the name counts, rev77a A2)
+                found.add(name)
+                continue
             if pairs is None:
                 continue
             own = dict(pairs)
@@ -1805,16 +1820,21 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
             where = wheres.get(kind)
             if where is None:
                 where = wheres[kind] = f"{_class_file(kind) or ''}\0{kind.__name__}"
+            module = issubclass(kind, types.ModuleType)
             for a, v in pairs:
                 held = type(v)
                 if held in _ATOMS or held in _CONTAINERS and not v:
                     continue  # (a module's hooks, sizes and flags: nothing inside)
-                budget[0] -= 1  # (values with something inside: a big module's constants
-                # do not use it up, rev76a A3)
+                # (values with something inside use up the budget; a module's functions,
+                # classes and modules each have one of their own: `from torch import *`
+                # does not use it up, rev76a A3, rev77a A5)
+                own_budget = module and held in _CODE_TYPES
+                if not own_budget:
+                    budget[0] -= 1
                 if a in ("_buffers", "_parameters", "_modules") or found and any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
-                if _holds(v, tensor, budget=budget):
+                if _holds(v, tensor, budget=None if own_budget else budget):
                     found.add(f"{name}.{a}\0{where}")
                 elif depth and (not issubclass(held, plain) or made_module(v)):
                     todo.append((v, a, depth - 1))
@@ -1839,7 +1859,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 if issubclass(type(held), types.ModuleType):
                     if held is not sys.modules.get("torch") and _program_module(held):
                         found += [f"{name}:{g}.{a}" for a in names
-                                  if _holds(getattr(held, "__dict__", {}).get(a), tensor)]
+                                  if _holds(_own_dict(held).get(a), tensor)]
                 elif _holds(held, tensor):
                     found.append(f"{name}:{g}")
                 else:  # (an object's attributes: a model's buffer, rev53a M2)
@@ -1884,6 +1904,21 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
 _SLOTS: dict = {}  # class -> the names of its slots and its bases' (_own_attributes)
 
 
+_UNREADABLE: list = []  # (_own_attributes: what cannot be read without the program's code)
+
+
+def _own_dict(obj) -> dict:
+    """An object's own ``__dict__`` where reading it runs no code of the program's (a module's
+    attributes, read without its class: a lazy module's import does not run); else empty."""
+    if obj is None or not _plain_dict(type(obj)):
+        return {}
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return {}
+    return own if type(own) is dict else {}
+
+
 def _own_attributes(obj) -> list | None:
     """An object's own attributes, (name, value) pairs: its ``__dict__`` and its
     ``__slots__`` (a `@dataclass(slots=True)` batch, rev54b L1), read without its class's
@@ -1895,8 +1930,14 @@ def _own_attributes(obj) -> list | None:
         if issubclass(type(obj), _thread._local):  # (this thread's: threading.local and its
             own = _thread._local.__getattribute__(obj, "__dict__")  # subclasses, rev54a
             # N6, rev55b M2; the base's lookup, not the subclass's code)
-        else:
+        elif _plain_dict(type(obj)):
             own = object.__getattribute__(obj, "__dict__")
+        elif any("__dict__" in k.__dict__ for k in type(obj).__mro__):
+            # (a class's own __dict__, a property: its code, not run here, rev77a A2; what
+            # it holds cannot be read: it may hold a graph)
+            return _UNREADABLE
+        else:
+            own = None
         if type(own) is dict:  # (a module's all: what the program sets at run time comes
             # last, after its functions and imports, rev76a A3; an object's first 256)
             pairs = list(own.items()) if issubclass(type(obj), types.ModuleType) else list(
@@ -1925,38 +1966,71 @@ def _own_attributes(obj) -> list | None:
     return pairs
 
 
+_DICTS: dict = {}  # class -> whether its instances' __dict__ is Python's own (_plain_dict)
+
+
+def _plain_dict(kind) -> bool:
+    """Whether reading ``__dict__`` of an instance of ``kind`` runs no code of the program's:
+    the attribute is the interpreter's own descriptor, not a property a class defines."""
+    known = _DICTS.get(kind)
+    if known is None:
+        known = False
+        try:
+            for k in kind.__mro__:
+                descriptor = k.__dict__.get("__dict__")
+                if descriptor is not None:
+                    known = type(descriptor) in (types.GetSetDescriptorType,
+                                                 types.MemberDescriptorType)
+                    break
+        except Exception:
+            pass
+        if len(_DICTS) > 4096:
+            _DICTS.clear()
+        _DICTS[kind] = known
+    return known
+
+
 def _program_module(value) -> bool:
     """Whether ``value`` is a module to look inside for graphs (``_graph_locals``): one the
     program made (``types.ModuleType("store")``, in ``sys.modules`` or not) or one of the
     program's own files or folders (a namespace package's too); not the standard library's,
     an installed package's, a built-in one or this package's. Read from the module's own dict,
-    running none of its code: a module whose class reads its attributes itself (importlib's
-    ``LazyLoader``, which imports at the first read) is not looked inside."""
+    running none of its code (importlib's ``LazyLoader`` imports at the first attribute read
+    through the module's class); a module whose class makes its ``__dict__`` itself may hold
+    anything: it counts (``_own_attributes``: unreadable)."""
     kind = type(value)
-    if not issubclass(kind, types.ModuleType) or kind is not types.ModuleType and (
-            kind.__getattribute__ is not types.ModuleType.__getattribute__
-            or "__getattr__" in kind.__dict__):
+    if not issubclass(kind, types.ModuleType):
         return False
+    if not _plain_dict(kind):
+        return True  # (its dict cannot be read without its class's code: it may hold one)
     try:
         space = object.__getattribute__(value, "__dict__")
     except Exception:
         return False
+    if type(space) is not dict:
+        return False
     name = space.get("__name__")
-    if not isinstance(name, str) or name.partition(".")[0] == "retaincheck":
+    if type(name) is not str or name.partition(".")[0] == "retaincheck":
         return False
     path = space.get("__file__")
-    if not isinstance(path, str):
+    if type(path) is not str:
         paths = space.get("__path__")  # (a namespace package: no file, its folders)
-        try:
-            path = next(iter(paths), None) if paths is not None and type(paths) is not str else None
-        except Exception:
-            path = None
-    if isinstance(path, str):
+        path = None
+        if type(paths) is list and paths:  # (read as the built-in list it must be, rev77a)
+            path = paths[0]
+        elif type(paths).__name__ == "_NamespacePath":
+            path = next(iter(list.__iter__(object.__getattribute__(paths, "_path"))), None) if (
+                type(object.__getattribute__(paths, "__dict__").get("_path")) is list) else None
+    if type(path) is str:
         return not _installed_path(path)
     if name in sys.builtin_module_names or sys.modules.get(name) is not value:
         return sys.modules.get(name) is not value  # (made, and no import made it)
     spec = space.get("__spec__")
-    return spec is None or getattr(spec, "origin", None) not in ("built-in", "frozen")
+    if spec is None:
+        return True  # (no import made it: made by the program)
+    origin = object.__getattribute__(spec, "__dict__").get("origin") if _plain_dict(
+        type(spec)) else None
+    return origin not in ("built-in", "frozen")
 
 
 def _class_file(kind) -> str | None:
@@ -1978,12 +2052,59 @@ def _installed(module) -> bool:
 
 
 def _installed_path(path: str) -> bool:
-    """Whether a file lies under Python's prefix or a site-packages folder."""
-    return "site-packages" in path or "dist-packages" in path or path.startswith(
-        (sys.base_prefix, sys.prefix, sys.exec_prefix))
+    """Whether a file is the standard library's or an installed package's: under a
+    site-packages folder or the standard library's folders (not all of Python's prefix: a
+    project kept inside its virtual environment's folder, or /usr/src/app beside /usr's
+    Python, is the program's own, rev77a A3)."""
+    if "site-packages" in path or "dist-packages" in path:
+        return True
+    if not _STDLIB_DIRS:
+        import sysconfig
+
+        dirs = set()
+        for key in ("stdlib", "platstdlib"):
+            for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+                try:
+                    found = sysconfig.get_path(key, vars={"base": prefix, "installed_base": prefix,
+                                                          "platbase": prefix,
+                                                          "installed_platbase": prefix})
+                except Exception:
+                    found = None
+                if found:
+                    dirs.add(os.path.join(found, ""))
+        _STDLIB_DIRS.append(tuple(sorted(dirs)) or (os.path.join(sys.base_prefix, ""),))
+    return path.startswith(_STDLIB_DIRS[0])
+
+
+_STDLIB_DIRS: list = []
 
 
 _ATOMS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+_CODE_TYPES = frozenset({types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType})
+
+
+def _items(value) -> list | None:
+    """The items of a dict, list, tuple, set, frozenset or deque (a dict's values; the first
+    and last 64), read by the built-in type's own methods (a subclass's are the program's
+    code); None for any other value."""
+    kind = type(value)
+    try:
+        if issubclass(kind, dict):
+            inner = list(dict.values(value))
+        elif issubclass(kind, list):
+            inner = list(list.__iter__(value))
+        elif issubclass(kind, tuple):
+            inner = list(tuple.__iter__(value))
+        elif issubclass(kind, (set, frozenset)):
+            inner = list(set.__iter__(value) if issubclass(kind, set) else frozenset.__iter__(
+                value))
+        elif issubclass(kind, collections.deque):
+            inner = list(collections.deque.__iter__(value))
+        else:
+            return None
+    except Exception:
+        return []
+    return inner if len(inner) <= 128 else inner[:64] + inner[-64:]
 _CONTAINERS = frozenset({dict, list, tuple, set, frozenset, collections.OrderedDict,
                          collections.deque})
 
@@ -2034,10 +2155,16 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
                 except ValueError:  # (an empty cell)
                     pass
         elif dataclasses.is_dataclass(kind) or kind is types.SimpleNamespace:
-            inner = [v for _, v in _own_attributes(value) or ()]
+            pairs = _own_attributes(value)
+            if pairs is _UNREADABLE:
+                return True  # (cannot be read without the program's code: may hold one)
+            inner = [v for _, v in pairs or ()]
         elif kind is types.MethodType:  # (a bound method kept as a callback: its object's
             # attributes, its function's closure, rev54a N3)
-            inner = [v for _, v in _own_attributes(value.__self__) or ()] + [value.__func__]
+            pairs = _own_attributes(value.__self__)
+            if pairs is _UNREADABLE:
+                return True
+            inner = [v for _, v in pairs or ()] + [value.__func__]
         elif kind.__name__ == "ContextVar" and kind.__module__ == "_contextvars":
             inner = [value.get(None)]  # (its value in this context, rev54b L1)
         elif kind is type and value.__module__ not in ("builtins", "torch") and not (

@@ -490,8 +490,9 @@ EN.update({
     "backward()/grad() call at {calls} did not run after this one first ran; on a path this run "
     "did not take, it may walk this graph",
     "k_untaken": "kept: could not tell (the call at {call} did not run after this one first ran)",
-    "s_untaken": "keep it, or run the program with arguments that reach {call} (a backward() or "
-    "grad() next to this one that did not run) and check again",
+    "s_untaken": "keep it, or run the program with arguments that reach {call} after this call "
+    "(a backward() or grad() next to this one that did not run after it first ran) and check "
+    "again",
     "by_child": "a forked child process",
     "why_unproven": ": no later backward() or grad() walked this graph, but removing the flag "
     "is not proven ({reason})",
@@ -574,12 +575,12 @@ ZH.update({
     "{how}",
     "gate_skipped": "retaincheck：用了 --skip-proof，没有去掉这个参数重新运行，结论未经验证",
     "why_untaken": "。本次运行中，之后没有 backward() 或 grad() 遍历这张计算图，但 {calls} "
-    "处的 backward()/grad() 调用在这次调用第一次执行之后没有执行过；"
+    "处的 backward()/grad() 调用在这个调用位置首次执行之后一次也没有执行；"
     "换一条这次没走的路径，它就可能遍历这张图",
-    "k_untaken": "不改：无法判断（{call} 处的调用在这次调用第一次执行之后没有执行）",
-    "s_untaken": "先留着这个参数；或者换一组能执行到 {call} 的参数运行程序"
-    "（这次调用附近一处没有执行的 "
-    "backward() 或 grad()），再检查一次",
+    "k_untaken": "不改：无法判断（这个调用位置首次执行之后，{call} 处的调用一次也没有执行）",
+    "s_untaken": "先留着这个参数；或者换一组参数运行程序，"
+    "让这个调用位置首次执行之后还能执行到 {call}"
+    "（附近一处在那之后没有执行的 backward() 或 grad()），再检查一次",
     "by_child": "fork 出来的子进程",
     "why_unproven": "。之后没有 backward() 或 grad() 遍历这张计算图，但无法证明可以去掉这个参数"
     "（{reason}）",

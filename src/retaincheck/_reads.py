@@ -488,6 +488,8 @@ def reads_in(filenames, before=None) -> list[str]:
     a test imported before the audit began), and in those of the installed modules imported
     since ``before`` (a set of module names; None: every module imported now); torch,
     retaincheck and the standard library are left out."""
+    from ._hooks import _own_dict
+
     files, modules = {}, {}
     for name in filenames:
         if name and not name.startswith("<"):
@@ -497,7 +499,9 @@ def reads_in(filenames, before=None) -> list[str]:
     for module_name, module in list(sys.modules.items()):
         known = _modules.get(module_name)
         if known is None or known[0] is not module:
-            name = getattr(module, "__file__", None)
+            # (from its own dict: a lazy module's import runs at the first attribute read,
+            # rev77a A1)
+            name = _own_dict(module).get("__file__")
             kind = _kind(name) if name.__class__ is str and name.endswith(".py") else 0
             known = _modules[module_name] = (module, os.path.abspath(name) if kind else "", kind)
         if before is not None and module_name in before and known[2] != 2:

@@ -78,7 +78,8 @@ class CallRecord:
     ran (a branch not taken: ``if step % 50 == 0``; one that ran only before it counts too),
     in this call's function or one on the way to it, or in a function that may run after it:
     one that started a pass after it, one the program handed to a test runner as a value (a
-    finalizer, a cleanup), a test case's other tests in the same audit. It may walk the graph
+    finalizer, a cleanup), or a test case's other tests in the same audit (there, one that
+    never ran). It may walk the graph
     on another path, so a site nothing else reused is ``"could not tell: kept"``."""
     ran_once_in_a_loop: bool = False
     """It is in a loop that, with more iterations (``--iters 2``), may walk a graph it kept:

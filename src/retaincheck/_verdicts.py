@@ -15,9 +15,9 @@
   running value carried across iterations without ``detach()``.
 * **could not tell: kept**: no later pass reused it, but the program reads saved tensors
   outside a backward pass (``grad_fn._saved_result``, ``ctx.saved_tensors``; see ``_reads``),
-  where the audit cannot see which graph is read, or a ``backward()``/``grad()`` call in the
-  same function as the site did not run (a branch this run did not take), or a child process
-  forked during the run was still running at its end, or it walked a backward that
+  where the audit cannot see which graph is read, or a ``backward()``/``grad()`` call that could
+  run after the site did not run after its first run (a branch this run did not take), or a
+  child process forked during the run was still running at its end, or it walked a backward that
   torch.compile (AOTAutograd) compiles at its first run, reading that run's retain_graph, or
   the flag reached it through ``**kwargs`` from a line elsewhere, or a later pass ran part
   of its graph that its ``inputs`` left out: keep the flag.
