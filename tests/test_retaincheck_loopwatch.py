@@ -694,6 +694,24 @@ STATE_MODULES = {
     "in_a_dict": ({"trainstate_rev77a.py": '"""State."""\n'},
                   "import importlib\nS = {'m': importlib.import_module('trainstate_rev77a')}",
                   "S['m'].feats"),
+    # a module in a dict an object holds, and in a dict in a list (rev78b B2)
+    "in_an_attribute_dict": ({"trainstate_rev78a.py": '"""State."""\n'},
+                             "import importlib\n\n\nclass T:\n    pass\n\n\nt = T()\n"
+                             "t.reg = {'m': importlib.import_module('trainstate_rev78a')}",
+                             "t.reg['m'].feats"),
+    "nested_containers": ({"trainstate_rev78b.py": '"""State."""\n'},
+                          "import importlib\nS = [{'m': importlib.import_module("
+                          "'trainstate_rev78b')}]", "S[0]['m'].feats"),
+    # a module on a class used as a namespace, in a partial's arguments; a graph on a
+    # function's own attribute (rev78a B2, B3)
+    "class_attribute": ({"trainstate_rev78c.py": '"""State."""\n'},
+                        "import importlib\n\n\nclass Reg:\n    pass\n\n\n"
+                        "Reg.m = importlib.import_module('trainstate_rev78c')", "Reg.m.feats"),
+    "partial": ({"trainstate_rev78d.py": '"""State."""\n'},
+                "import functools\nimport importlib\n"
+                "p = functools.partial(print, importlib.import_module('trainstate_rev78d'))",
+                "p.args[0].feats"),
+    "function_attribute": ({}, "def step():\n    pass\n", "step.feats"),
     # a module whose class makes its __dict__ (a property): not read, it counts (rev77a A2)
     "dict_property": ({"prop_rev77a.py": (
         "import sys\nimport types\nCALLS = []\n\n\nclass _M(types.ModuleType):\n"
@@ -710,7 +728,9 @@ def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypa
     over as plain values. rev76a A2-A4, rev77a A2, A4, A5: nor a namespace package's submodule,
     a module the program made and put in ``sys.modules``, one with more than 256 globals, one
     with 2,100 functions before the dict that holds it, a module in a dict, a module whose class
-    makes its ``__dict__`` (not read: it counts, and its property never runs). Here the loop's
+    makes its ``__dict__`` (not read: it counts, and its property never runs); rev78b B2: a
+    module in a dict an object holds, and in a dict in a list; rev78a B2, B3: a module on a
+    class, in a partial's arguments, a graph on a function's attribute. Here the loop's
     own code turns its line events off and on through a name built at run time with no call in
     between (the limit the page states), so the watch takes the next epoch's run of the inner
     loop for a second iteration; the code reading must find the holder. Each rule broken once
@@ -722,7 +742,8 @@ def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypa
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
     made = ("trainstate_rev74a", "nspkg_rev76a", "nspkg_rev76a.store", "shared_rev76a",
-            "big_rev76a", "funcs_rev77a", "trainstate_rev77a", "prop_rev77a")
+            "big_rev76a", "funcs_rev77a", "trainstate_rev77a", "prop_rev77a",
+            "trainstate_rev78a", "trainstate_rev78b", "trainstate_rev78c", "trainstate_rev78d")
     source = HEAD + (
         f"import sys\n\n{imports}\n\n"
         "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"
@@ -798,6 +819,9 @@ def test_the_standard_library_and_site_packages_are_installed_a_project_in_a_ven
     assert _hooks._installed_path(torch.__file__)
     assert not _hooks._installed_path(os.path.join(sys.prefix, "proj", "train.py"))
     assert not _hooks._installed_path(sys.prefix.rstrip(os.sep) + "2" + os.sep + "train.py")
+    # (a folder named so, not one whose name holds it, rev78a B4)
+    assert not _hooks._installed_path(os.path.join(os.sep, "src", "my-site-packages-fork", "a.py"))
+    assert _hooks._installed_path(os.path.join(os.sep, "venv", "lib", "site-packages", "a.py"))
 
 
 def test_the_audits_end_runs_no_code_of_a_lazily_imported_module(tmp_path, monkeypatch):
@@ -822,3 +846,35 @@ def test_the_audits_end_runs_no_code_of_a_lazily_imported_module(tmp_path, monke
         assert type(sys.modules["plugin_rev77a"]).__name__ == "_LazyModule"
     finally:
         sys.modules.pop("plugin_rev77a", None)
+
+
+def test_the_audit_runs_no_code_of_odd_module_files_and_attribute_keys(tmp_path):
+    """rev78a D1, D2, C1: the audit's end crashed on a module whose ``__file__`` is an object
+    with a ``__class__`` property (it ran the property) or a name with a NUL byte (os.stat's
+    ValueError); the code reading ran a non-string attribute key's ``__hash__``. Now the
+    audit completes, and none of the program's code runs. (With ``name.__class__ is str``
+    back in ``_reads.reads_in``, the property ran; with ValueError not caught, the audit
+    raised; with every key read, the key's ``__hash__`` ran.)"""
+    source = HEAD + (
+        "import sys\nimport types\n\ncalls = []\n\n\nclass Odd:\n"
+        "    @property\n    def __class__(self):\n        calls.append('class')\n"
+        "        return str\n\n\nclass K:\n    def __hash__(self):\n"
+        "        calls.append('hash')\n        return 1\n\n\nclass C:\n    pass\n\n\n"
+        "for name, file in (('oddmod_rev78', Odd()), ('nulmod_rev78', 'gen\\0erated.py')):\n"
+        "    m = types.ModuleType(name)\n    m.__file__ = file\n    sys.modules[name] = m\n"
+        "o = C()\no.__dict__[K()] = (torch.ones(3) * w).tanh()\ncalls.clear()\n"
+        "for k in range(2):\n"
+        "    (torch.ones(3) * k * w).sum().backward(retain_graph=True)\n"
+        "result = [w.grad]\n")
+    try:
+        (site,), report = _audited(tmp_path, source)
+        assert report.completed and site.verdict == "not needed", report.format()
+        path = tmp_path / "train.py"
+        code = compile(source, str(path), "exec")
+        namespace = {"__name__": "__main__", "__file__": str(path)}
+        with retaincheck.audit() as again:
+            exec(code, namespace)
+        assert namespace["calls"] == [], (namespace["calls"], again.format())
+    finally:
+        for name in ("oddmod_rev78", "nulmod_rev78"):
+            sys.modules.pop(name, None)

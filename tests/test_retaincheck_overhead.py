@@ -52,8 +52,8 @@ import retaincheck_overhead as bench  # noqa: E402
 # 1.5 ms it still fails (1.399, 1.379; once 1.353: a review's measurements, rev76b), and 1.0 ms
 # per audit fails the tiny calls' check, which weighs the audit's fixed cost most. Here, side by
 # side, with the README suite running beside them: two steps 1.21-1.30, three steps 1.20-1.26
-# (torch 2.13.0 and 2.14.1). The quick run is not run again by .ci/other-torch: a ratio of
-# times on a loaded machine, whose goals are measured on the pinned torch.
+# (torch 2.13.0 and 2.14.1). .ci/other-torch does not run the quick run again: it is a ratio of
+# times that load moves, and the goals are measured on the pinned torch.
 MARGIN = 0.25
 TINY_MARGIN = 0.72
 

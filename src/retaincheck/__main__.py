@@ -741,7 +741,7 @@ def _end_like_python(namespaces: list, imported: list) -> None:
         own, ours = [], os.path.dirname(os.path.realpath(__file__)) + os.sep
         for module in reversed(imported):  # (sys.modules may hold other objects, or aliases)
             file = _own_dict(module).get("__file__")  # (no lazy module's import run)
-            if (isinstance(module, types.ModuleType) and isinstance(file, str)
+            if (issubclass(type(module), types.ModuleType) and type(file) is str
                     and os.path.isabs(file)):
                 real = os.path.realpath(file)
                 if not real.startswith(ours) and not _installed(real):

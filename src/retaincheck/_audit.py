@@ -474,7 +474,7 @@ def _parameter_read_elsewhere(tree, calls) -> bool:
 def _mark_untaken_calls(session: Session) -> None:
     """Sites nothing reused become "could not tell: kept" when a ``backward()``/``grad()``
     call that could run after the site (``CallRecord.unseen_calls`` says where) did not run
-    after its first run (``_reads.untaken_calls``): a verdict covers only
+    after the site's first run (``_reads.untaken_calls``): a verdict covers only
     the paths the run took, and this one may walk the graph on a path it did not take."""
     open_sites = [c for c in session.report.calls
                   if not c.needed and not c.history_leak and c.executions]
@@ -492,7 +492,7 @@ def _mark_untaken_calls(session: Session) -> None:
            if name and not name.startswith("<") and _kind(name) == 2}
     own.update(name for module_name, module in list(sys.modules.items())
                if module_name not in before
-               and isinstance(name := _own_dict(module).get("__file__"), str)
+               and type(name := _own_dict(module).get("__file__")) is str and "\0" not in name
                and name.endswith(".py") and _kind(name) == 2)
     # (and those a test runner runs for the test: its module, the conftest files, a plugin
     # module of the project's; a unittest.TestCase's module: a helper class a conftest
@@ -984,6 +984,8 @@ def _named_from(files: set[str], modules=()) -> set[str]:
             found = os.stat(name)
         except OSError:
             return os.path.realpath(name)
+        except ValueError:  # (a NUL in the name, rev78a D2)
+            return name
         return (found.st_dev, found.st_ino)
 
     # (read from the modules' and the values' own dicts, by their types: no attribute read
@@ -995,7 +997,7 @@ def _named_from(files: set[str], modules=()) -> set[str]:
             by_file.setdefault(file_key(name), module)
     here = os.path.dirname(os.path.realpath(__file__)) + os.sep
     found: set[str] = set()
-    todo = [os.path.realpath(f) for f in files]
+    todo = [os.path.realpath(f) for f in files if "\0" not in f]  # (rev78a D2)
     while todo:
         module = by_file.get(file_key(todo.pop()))
         for value in list(_own_dict(module).values()) if module is not None else ():

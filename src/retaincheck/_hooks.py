@@ -23,7 +23,6 @@ import bisect
 import builtins
 import collections
 import contextlib
-import dataclasses
 import functools
 import linecache
 import os
@@ -1797,12 +1796,24 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 if depth:
                     for v in items:
                         budget[0] -= 1
-                        if issubclass(type(v), types.ModuleType) and made_module(v):
-                            todo.append((v, attr, depth - 1))
+                        if _items(v) or issubclass(type(v), types.ModuleType) and made_module(v):
+                            todo.append((v, attr, depth - 1))  # (and containers in it)
                 continue
-            if issubclass(type(obj), plain) and not made_module(obj):
+            if issubclass(type(obj), type) and _program_class(obj):
+                # (a class of the program's used as a namespace, `Reg.m = trainstate`; a
+                # partial's arguments: rev78a B3)
+                try:
+                    space = type.__dict__["__dict__"].__get__(obj, type(obj))
+                    pairs = [(k, v) for k, v in list(space.items())[:256] if type(k) is str
+                             and not k.startswith("__") and type(v) is not types.FunctionType]
+                except Exception:
+                    pairs = []
+            elif type(obj) is functools.partial:
+                pairs = [("args", obj.args), ("keywords", obj.keywords)]
+            elif issubclass(type(obj), plain) and not made_module(obj):
                 continue
-            pairs = _own_attributes(obj)
+            else:
+                pairs = _own_attributes(obj)
             if pairs is _UNREADABLE:  # (may hold one: the name counts, rev77a A2)
                 found.add(name)
                 continue
@@ -1813,7 +1824,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 for key in ("_buffers", "_parameters", "_modules"):  # modules: by name)
                     inner = own.get(key)
                     if type(inner) is dict:
-                        pairs += list(inner.items())[:256]
+                        pairs += [(k, v) for k, v in list(inner.items())[:256] if type(k) is str]
             # (and the file of the program's that defines its class, whose methods may set
             # it: a Trainer of trainer.py run by train.py's loop, rev54b D1)
             kind = type(obj)
@@ -1825,18 +1836,19 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 held = type(v)
                 if held in _ATOMS or held in _CONTAINERS and not v:
                     continue  # (a module's hooks, sizes and flags: nothing inside)
-                # (values with something inside use up the budget; a module's functions,
-                # classes and modules each have one of their own: `from torch import *`
-                # does not use it up, rev76a A3, rev77a A5)
+                # (values with something inside use up the budget, once each, in _holds; a
+                # module's functions, classes and modules each have one of their own: `from
+                # torch import *` does not use it up, rev76a A3, rev77a A5, rev78b B1)
                 own_budget = module and held in _CODE_TYPES
-                if not own_budget:
-                    budget[0] -= 1
                 if a in ("_buffers", "_parameters", "_modules") or found and any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
                 if _holds(v, tensor, budget=None if own_budget else budget):
                     found.add(f"{name}.{a}\0{where}")
-                elif depth and (not issubclass(held, plain) or made_module(v)):
+                elif depth and (not issubclass(held, plain) or made_module(v) or (
+                        held in _CONTAINERS or issubclass(held, (dict, list, tuple))) or (
+                        issubclass(held, type) and _program_class(v))):
+                    # (a container's modules too: `self.reg["m"].feats`, rev78b B2)
                     todo.append((v, a, depth - 1))
         return sorted(found)
 
@@ -1939,9 +1951,10 @@ def _own_attributes(obj) -> list | None:
         else:
             own = None
         if type(own) is dict:  # (a module's all: what the program sets at run time comes
-            # last, after its functions and imports, rev76a A3; an object's first 256)
-            pairs = list(own.items()) if issubclass(type(obj), types.ModuleType) else list(
-                own.items())[:256]
+            # last, after its functions and imports, rev76a A3; an object's first 256; names
+            # only: another key's __hash__ or __format__ is the program's code, rev78a C1)
+            pairs = [(k, v) for k, v in (own.items() if issubclass(type(obj), types.ModuleType)
+                                         else list(own.items())[:256]) if type(k) is str]
     except Exception:
         pass
     kind = type(obj)
@@ -2030,23 +2043,41 @@ def _program_module(value) -> bool:
         return True  # (no import made it: made by the program)
     origin = object.__getattribute__(spec, "__dict__").get("origin") if _plain_dict(
         type(spec)) else None
-    return origin not in ("built-in", "frozen")
+    return type(origin) is not str or origin not in ("built-in", "frozen")
+
+
+def _program_class(kind) -> bool:
+    """Whether a class is the program's: not one an installed or standard-library module
+    defines under its name (read from the class's and the module's own dicts)."""
+    try:
+        name = type.__dict__["__module__"].__get__(kind, type(kind))
+        short = type.__dict__["__name__"].__get__(kind, type(kind))
+    except Exception:
+        return False
+    module = sys.modules.get(name) if type(name) is str else None
+    if module is None or not _installed(module):
+        return True
+    return _own_dict(module).get(short) is not kind
 
 
 def _class_file(kind) -> str | None:
     """The file of the program's own module that defines a class (not the standard
     library's or an installed package's), or None."""
-    module = sys.modules.get(getattr(kind, "__module__", None) or "")
+    try:
+        name = type.__dict__["__module__"].__get__(kind, type(kind))
+    except Exception:
+        return None
+    module = sys.modules.get(name) if type(name) is str else None
     if module is None or _installed(module):
         return None
-    return getattr(module, "__file__", None)
+    return _own_dict(module).get("__file__")
 
 
 def _installed(module) -> bool:
     """Whether a module is the standard library's or an installed package's (not the
     program's own): its file lies under Python's prefix or a site-packages folder."""
-    path = getattr(module, "__file__", None)
-    if not path:
+    path = _own_dict(module).get("__file__")  # (not through its class: rev78a C1)
+    if type(path) is not str or not path:
         return True  # (a built-in module)
     return _installed_path(path)
 
@@ -2056,8 +2087,9 @@ def _installed_path(path: str) -> bool:
     site-packages folder or the standard library's folders (not all of Python's prefix: a
     project kept inside its virtual environment's folder, or /usr/src/app beside /usr's
     Python, is the program's own, rev77a A3)."""
-    if "site-packages" in path or "dist-packages" in path:
-        return True
+    parts = path.replace(os.sep, "/").split("/")
+    if "site-packages" in parts or "dist-packages" in parts:  # (a folder of that name, not a
+        return True  # project's my-site-packages-fork, rev78a B4)
     if not _STDLIB_DIRS:
         import sysconfig
 
@@ -2148,13 +2180,16 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
         elif kind is functools.partial:
             inner = [*value.args, *value.keywords.values()]
         elif kind is types.FunctionType:
-            inner = list(value.__defaults__ or ())
+            # (and its own attributes: `step.feats = ...`, rev78a B2)
+            inner = list(value.__defaults__ or ()) + list(value.__dict__.values())[:64]
             for cell in value.__closure__ or ():
                 try:
                     inner.append(cell.cell_contents)
                 except ValueError:  # (an empty cell)
                     pass
-        elif dataclasses.is_dataclass(kind) or kind is types.SimpleNamespace:
+        elif kind is types.SimpleNamespace or any(
+                "__dataclass_fields__" in k.__dict__ for k in kind.__mro__):  # (no metaclass
+            # __getattr__ run: dataclasses.is_dataclass asks hasattr, rev78a C1)
             pairs = _own_attributes(value)
             if pairs is _UNREADABLE:
                 return True  # (cannot be read without the program's code: may hold one)

@@ -491,8 +491,8 @@ EN.update({
     "did not take, it may walk this graph",
     "k_untaken": "kept: could not tell (the call at {call} did not run after this one first ran)",
     "s_untaken": "keep it, or run the program with arguments that reach {call} after this call "
-    "(a backward() or grad() next to this one that did not run after it first ran) and check "
-    "again",
+    "(a backward() or grad() next to this one that did not run after this one first ran) and "
+    "check again",
     "by_child": "a forked child process",
     "why_unproven": ": no later backward() or grad() walked this graph, but removing the flag "
     "is not proven ({reason})",

@@ -406,6 +406,9 @@ def _kind(name: str) -> int:
                 tuple(os.path.realpath(d) + os.sep for d in group)
                 for group in (ours, installed, stdlib)
             )
+        if "\0" in name:  # (no file has such a name: a module's made-up __file__, rev78a D2)
+            _kinds[name] = 0
+            return 0
         real = _realpath(name)
         kind = (0 if real.startswith(_dirs[0]) else 1 if real.startswith(_dirs[1])
                 else 0 if real.startswith(_dirs[2]) else 2)
@@ -437,7 +440,10 @@ def one_reading():
 def _stat(path: str) -> os.stat_result:
     """``os.stat(path)``, once per reading (``one_reading``)."""
     if not _MEMO:
-        return os.stat(path)
+        try:
+            return os.stat(path)
+        except ValueError as error:  # (a NUL in the name: no such file, rev78a D2)
+            raise OSError(0, str(error), path) from None
     memo = _MEMO[0]
     found = memo.get(path)
     if found is None:
@@ -445,6 +451,8 @@ def _stat(path: str) -> os.stat_result:
             found = os.stat(path)
         except OSError as error:  # (kept as numbers, not the error: its traceback's frames
             found = (error.errno, error.strerror)  # hold the program's, and its graphs)
+        except ValueError as error:  # (a NUL in the name, rev78a D2)
+            found = (0, str(error))
         memo[path] = found
     if type(found) is tuple:
         raise OSError(found[0], found[1], path)
@@ -502,7 +510,7 @@ def reads_in(filenames, before=None) -> list[str]:
             # (from its own dict: a lazy module's import runs at the first attribute read,
             # rev77a A1)
             name = _own_dict(module).get("__file__")
-            kind = _kind(name) if name.__class__ is str and name.endswith(".py") else 0
+            kind = _kind(name) if type(name) is str and name.endswith(".py") else 0
             known = _modules[module_name] = (module, os.path.abspath(name) if kind else "", kind)
         if before is not None and module_name in before and known[2] != 2:
             continue  # an installed package imported before the audit (pytest's own, ...)

@@ -16,7 +16,7 @@
 * **could not tell: kept**: no later pass reused it, but the program reads saved tensors
   outside a backward pass (``grad_fn._saved_result``, ``ctx.saved_tensors``; see ``_reads``),
   where the audit cannot see which graph is read, or a ``backward()``/``grad()`` call that could
-  run after the site did not run after its first run (a branch this run did not take), or a
+  run after the site did not run after the site's first run (a branch this run did not take), or a
   child process forked during the run was still running at its end, or it walked a backward that
   torch.compile (AOTAutograd) compiles at its first run, reading that run's retain_graph, or
   the flag reached it through ``**kwargs`` from a line elsewhere, or a later pass ran part
