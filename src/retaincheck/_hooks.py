@@ -1795,6 +1795,8 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 # forward, called in the loop, sets their loss anew would count)
                 if depth:
                     for v in items:
+                        if type(v) in _ATOMS:
+                            continue  # (numbers and strings: nothing inside, no budget used)
                         budget[0] -= 1
                         if _items(v) or issubclass(type(v), types.ModuleType) and made_module(v):
                             todo.append((v, attr, depth - 1))  # (and containers in it)
