@@ -712,6 +712,15 @@ STATE_MODULES = {
                 "p = functools.partial(print, importlib.import_module('trainstate_rev78d'))",
                 "p.args[0].feats"),
     "function_attribute": ({}, "def step():\n    pass\n", "step.feats"),
+    # a module on a class read through an instance; an object whose metaclass makes its
+    # __dict__ (rev79a B1, E2)
+    "class_through_instance": ({"trainstate_rev79a.py": '"""State."""\n'},
+                               "import importlib\n\n\nclass Trainer:\n"
+                               "    state = importlib.import_module('trainstate_rev79a')\n\n\n"
+                               "t = Trainer()", "t.state.feats"),
+    "metaclass_dict": ({}, "class Meta(type):\n    @property\n    def __dict__(cls):\n"
+                       "        return {}\n\n\nclass C(metaclass=Meta):\n    pass\n\n\n"
+                       "o = C()", "o.feats"),
     # a module whose class makes its __dict__ (a property): not read, it counts (rev77a A2)
     "dict_property": ({"prop_rev77a.py": (
         "import sys\nimport types\nCALLS = []\n\n\nclass _M(types.ModuleType):\n"
@@ -743,7 +752,8 @@ def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
     made = ("trainstate_rev74a", "nspkg_rev76a", "nspkg_rev76a.store", "shared_rev76a",
             "big_rev76a", "funcs_rev77a", "trainstate_rev77a", "prop_rev77a",
-            "trainstate_rev78a", "trainstate_rev78b", "trainstate_rev78c", "trainstate_rev78d")
+            "trainstate_rev78a", "trainstate_rev78b", "trainstate_rev78c", "trainstate_rev78d",
+            "trainstate_rev79a")
     source = HEAD + (
         f"import sys\n\n{imports}\n\n"
         "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"
@@ -851,30 +861,33 @@ def test_the_audits_end_runs_no_code_of_a_lazily_imported_module(tmp_path, monke
 def test_the_audit_runs_no_code_of_odd_module_files_and_attribute_keys(tmp_path):
     """rev78a D1, D2, C1: the audit's end crashed on a module whose ``__file__`` is an object
     with a ``__class__`` property (it ran the property) or a name with a NUL byte (os.stat's
-    ValueError); the code reading ran a non-string attribute key's ``__hash__``. Now the
-    audit completes, and none of the program's code runs. (With ``name.__class__ is str``
-    back in ``_reads.reads_in``, the property ran; with ValueError not caught, the audit
-    raised; with every key read, the key's ``__hash__`` ran.)"""
+    ValueError); the code reading ran a non-string attribute key's ``__hash__``. rev79a E1,
+    E1b, E3: and on a class whose ``__module__`` is a list or missing, and a name with a lone
+    surrogate. Run by the command line, which reads the script's globals at the end. Now it
+    completes, and none of the program's code runs. (Seen failing: with the class's module
+    name not checked, TypeError: unhashable type 'list'; with names the file system cannot
+    encode let through, UnicodeEncodeError.)"""
     source = HEAD + (
         "import sys\nimport types\n\ncalls = []\n\n\nclass Odd:\n"
         "    @property\n    def __class__(self):\n        calls.append('class')\n"
         "        return str\n\n\nclass K:\n    def __hash__(self):\n"
         "        calls.append('hash')\n        return 1\n\n\nclass C:\n    pass\n\n\n"
-        "for name, file in (('oddmod_rev78', Odd()), ('nulmod_rev78', 'gen\\0erated.py')):\n"
+        "for name, file in (('oddmod_rev78', Odd()), ('nulmod_rev78', 'gen\\0erated.py'),\n"
+        "                   ('surmod_rev79', 'gen\\ud800erated.py')):\n"
         "    m = types.ModuleType(name)\n    m.__file__ = file\n    sys.modules[name] = m\n"
         "o = C()\no.__dict__[K()] = (torch.ones(3) * w).tanh()\ncalls.clear()\n"
+        "Listed = type('Listed', (), {'__module__': ['x']})\n"
+        "space = {}\nexec(\"Bare = type('Bare', (), {})\", space)\nBare = space['Bare']\n"
         "for k in range(2):\n"
         "    (torch.ones(3) * k * w).sum().backward(retain_graph=True)\n"
-        "result = [w.grad]\n")
-    try:
-        (site,), report = _audited(tmp_path, source)
-        assert report.completed and site.verdict == "not needed", report.format()
-        path = tmp_path / "train.py"
-        code = compile(source, str(path), "exec")
-        namespace = {"__name__": "__main__", "__file__": str(path)}
-        with retaincheck.audit() as again:
-            exec(code, namespace)
-        assert namespace["calls"] == [], (namespace["calls"], again.format())
-    finally:
-        for name in ("oddmod_rev78", "nulmod_rev78"):
-            sys.modules.pop(name, None)
+        "result = [w.grad]\nprint('calls', calls)\n")
+    # (the command line: the script is __main__ in sys.modules, whose globals the audit's end
+    # reads for the program's other files, _audit._named_from)
+    (tmp_path / "train.py").write_text(source)
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "retaincheck", "train.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "calls []" in proc.stdout, proc.stdout
+    assert "verdict: NOT NEEDED" in proc.stdout, proc.stdout

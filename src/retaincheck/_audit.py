@@ -14,6 +14,7 @@ import sys
 import types
 
 from ._hooks import LOCK, Session, _own_dict
+from ._reads import usable_name
 from ._report import CallRecord, Report
 from ._sizes import human as _human  # noqa: F401  (kept for code that imported it from here)
 
@@ -492,7 +493,7 @@ def _mark_untaken_calls(session: Session) -> None:
            if name and not name.startswith("<") and _kind(name) == 2}
     own.update(name for module_name, module in list(sys.modules.items())
                if module_name not in before
-               and type(name := _own_dict(module).get("__file__")) is str and "\0" not in name
+               and usable_name(name := _own_dict(module).get("__file__"))
                and name.endswith(".py") and _kind(name) == 2)
     # (and those a test runner runs for the test: its module, the conftest files, a plugin
     # module of the project's; a unittest.TestCase's module: a helper class a conftest
@@ -997,7 +998,7 @@ def _named_from(files: set[str], modules=()) -> set[str]:
             by_file.setdefault(file_key(name), module)
     here = os.path.dirname(os.path.realpath(__file__)) + os.sep
     found: set[str] = set()
-    todo = [os.path.realpath(f) for f in files if "\0" not in f]  # (rev78a D2)
+    todo = [os.path.realpath(f) for f in files if usable_name(f)]  # (rev78a D2, rev79a E3)
     while todo:
         module = by_file.get(file_key(todo.pop()))
         for value in list(_own_dict(module).values()) if module is not None else ():
@@ -1009,8 +1010,12 @@ def _named_from(files: set[str], modules=()) -> set[str]:
             elif kind is types.FunctionType:
                 name = value.__code__.co_filename
             elif issubclass(kind, type):
-                name = _own_dict(sys.modules.get(type.__dict__["__module__"].__get__(
-                    value, kind))).get("__file__")
+                try:  # (a class with no __module__, or an odd one: rev79a E1)
+                    module = type.__dict__["__module__"].__get__(value, kind)
+                except Exception:
+                    module = None
+                name = _own_dict(sys.modules.get(module) if type(module) is str else None).get(
+                    "__file__")
             if type(name) is not str or not name.endswith(".py") or _kind(name) != 2:
                 continue
             real = os.path.realpath(name)

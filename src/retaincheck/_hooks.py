@@ -1816,6 +1816,15 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 continue
             else:
                 pairs = _own_attributes(obj)
+                if pairs is not _UNREADABLE and not issubclass(type(obj), types.ModuleType) and (
+                        _program_class(type(obj))):
+                    # (and its class's: `class Trainer: state = trainstate`, read through an
+                    # instance, `t.state.feats`, rev79a B1)
+                    for space in (_class_dicts(type(obj)) or ())[:-1]:
+                        pairs = (pairs or []) + [
+                            (k, v) for k, v in list(space.items())[:64] if type(k) is str
+                            and not k.startswith("__") and type(v) not in (
+                                types.FunctionType, staticmethod, classmethod, property)]
             if pairs is _UNREADABLE:  # (may hold one: the name counts, rev77a A2)
                 found.add(name)
                 continue
@@ -1832,7 +1841,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
             kind = type(obj)
             where = wheres.get(kind)
             if where is None:
-                where = wheres[kind] = f"{_class_file(kind) or ''}\0{kind.__name__}"
+                where = wheres[kind] = f"{_class_file(kind) or ''}\0{_class_name(kind)}"
             module = issubclass(kind, types.ModuleType)
             for a, v in pairs:
                 held = type(v)
@@ -1946,7 +1955,8 @@ def _own_attributes(obj) -> list | None:
             # N6, rev55b M2; the base's lookup, not the subclass's code)
         elif _plain_dict(type(obj)):
             own = object.__getattribute__(obj, "__dict__")
-        elif any("__dict__" in k.__dict__ for k in type(obj).__mro__):
+        elif _class_dicts(type(obj)) is None or any(
+                "__dict__" in space for space in _class_dicts(type(obj))):
             # (a class's own __dict__, a property: its code, not run here, rev77a A2; what
             # it holds cannot be read: it may hold a graph)
             return _UNREADABLE
@@ -1963,9 +1973,9 @@ def _own_attributes(obj) -> list | None:
     slots = _SLOTS.get(kind)
     if slots is None:  # (a class's slots are fixed once it is made: read once per class)
         try:
-            slots = tuple(s for k in kind.__mro__ for s in (
-                (k.__dict__.get("__slots__", ()),) if isinstance(
-                    k.__dict__.get("__slots__", ()), str) else k.__dict__.get("__slots__", ())))
+            slots = tuple(s for k in _class_dicts(kind) or () for s in (
+                (k.get("__slots__", ()),) if type(k.get("__slots__", ())) is str
+                else k.get("__slots__", ())) if type(s) is str)
         except Exception:
             slots = ()
         if len(_SLOTS) > 4096:
@@ -1984,21 +1994,41 @@ def _own_attributes(obj) -> list | None:
 _DICTS: dict = {}  # class -> whether its instances' __dict__ is Python's own (_plain_dict)
 
 
+_TYPE_MRO = type.__dict__["__mro__"]
+_TYPE_DICT = type.__dict__["__dict__"]
+_TYPE_NAME = type.__dict__["__name__"]
+
+
+def _class_dicts(kind) -> list | None:
+    """The own dicts of a class and its bases, read through ``type``'s own descriptors (a
+    metaclass's ``__dict__`` or ``__mro__`` property is the program's code, rev79a E2); None
+    where they cannot be read so."""
+    try:
+        return [_TYPE_DICT.__get__(k, type(k)) for k in _TYPE_MRO.__get__(kind, type(kind))]
+    except Exception:
+        return None
+
+
+def _class_name(kind) -> str:
+    try:
+        name = _TYPE_NAME.__get__(kind, type(kind))
+    except Exception:
+        return "?"
+    return name if type(name) is str else "?"
+
+
 def _plain_dict(kind) -> bool:
     """Whether reading ``__dict__`` of an instance of ``kind`` runs no code of the program's:
     the attribute is the interpreter's own descriptor, not a property a class defines."""
     known = _DICTS.get(kind)
     if known is None:
         known = False
-        try:
-            for k in kind.__mro__:
-                descriptor = k.__dict__.get("__dict__")
-                if descriptor is not None:
-                    known = type(descriptor) in (types.GetSetDescriptorType,
-                                                 types.MemberDescriptorType)
-                    break
-        except Exception:
-            pass
+        for space in _class_dicts(kind) or ():
+            descriptor = space.get("__dict__")
+            if descriptor is not None:
+                known = type(descriptor) in (types.GetSetDescriptorType,
+                                             types.MemberDescriptorType)
+                break
         if len(_DICTS) > 4096:
             _DICTS.clear()
         _DICTS[kind] = known
@@ -2190,7 +2220,7 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
                 except ValueError:  # (an empty cell)
                     pass
         elif kind is types.SimpleNamespace or any(
-                "__dataclass_fields__" in k.__dict__ for k in kind.__mro__):  # (no metaclass
+                "__dataclass_fields__" in k for k in _class_dicts(kind) or ()):  # (no metaclass
             # __getattr__ run: dataclasses.is_dataclass asks hasattr, rev78a C1)
             pairs = _own_attributes(value)
             if pairs is _UNREADABLE:

@@ -383,6 +383,18 @@ _kinds: dict[str, int] = {}  # file name as the module gives it -> 0 left out, 1
 _dirs: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
+def usable_name(name) -> bool:
+    """Whether a string can name a file here: no NUL, and the file system's encoding takes it (a
+    lone surrogate does not): a module's made-up ``__file__`` (rev78a D2, rev79a E3)."""
+    if type(name) is not str or "\0" in name:
+        return False
+    try:
+        os.fsencode(name)
+    except (UnicodeError, ValueError):
+        return False
+    return True
+
+
 def _kind(name: str) -> int:
     kind = _kinds.get(name)
     if kind is None:
@@ -406,7 +418,7 @@ def _kind(name: str) -> int:
                 tuple(os.path.realpath(d) + os.sep for d in group)
                 for group in (ours, installed, stdlib)
             )
-        if "\0" in name:  # (no file has such a name: a module's made-up __file__, rev78a D2)
+        if not usable_name(name):  # (no file has such a name: a module's made-up __file__)
             _kinds[name] = 0
             return 0
         real = _realpath(name)
