@@ -718,6 +718,15 @@ STATE_MODULES = {
                                "import importlib\n\n\nclass Trainer:\n"
                                "    state = importlib.import_module('trainstate_rev79a')\n\n\n"
                                "t = Trainer()", "t.state.feats"),
+    # the same with 70 methods before it, set after the class body; an ABC's class in a list
+    # (rev80a A1, A2)
+    "class_with_methods": ({"trainstate_rev80a.py": '"""State."""\n'},
+                           "import importlib\n\n\nclass Trainer:\n" + "".join(
+                               f"    def m{i}(self):\n        pass\n\n" for i in range(70))
+                           + "\nTrainer.state = importlib.import_module('trainstate_rev80a')\n"
+                           "t = Trainer()", "t.state.feats"),
+    "abc_class_in_a_list": ({}, "import abc\n\n\nclass Reg(abc.ABC):\n    pass\n\n\n"
+                            "regs = [Reg]", "regs[0].feats"),
     "metaclass_dict": ({}, "class Meta(type):\n    @property\n    def __dict__(cls):\n"
                        "        return {}\n\n\nclass C(metaclass=Meta):\n    pass\n\n\n"
                        "o = C()", "o.feats"),
@@ -753,7 +762,7 @@ def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypa
     made = ("trainstate_rev74a", "nspkg_rev76a", "nspkg_rev76a.store", "shared_rev76a",
             "big_rev76a", "funcs_rev77a", "trainstate_rev77a", "prop_rev77a",
             "trainstate_rev78a", "trainstate_rev78b", "trainstate_rev78c", "trainstate_rev78d",
-            "trainstate_rev79a")
+            "trainstate_rev79a", "trainstate_rev80a")
     source = HEAD + (
         f"import sys\n\n{imports}\n\n"
         "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"

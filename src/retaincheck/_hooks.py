@@ -1806,8 +1806,8 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 # partial's arguments: rev78a B3)
                 try:
                     space = type.__dict__["__dict__"].__get__(obj, type(obj))
-                    pairs = [(k, v) for k, v in list(space.items())[:256] if type(k) is str
-                             and not k.startswith("__") and type(v) is not types.FunctionType]
+                    pairs = [(k, v) for k, v in list(space.items()) if type(k) is str
+                             and not k.startswith("__") and type(v) not in _METHOD_TYPES][:256]
                 except Exception:
                     pairs = []
             elif type(obj) is functools.partial:
@@ -1822,9 +1822,8 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                     # instance, `t.state.feats`, rev79a B1)
                     for space in (_class_dicts(type(obj)) or ())[:-1]:
                         pairs = (pairs or []) + [
-                            (k, v) for k, v in list(space.items())[:64] if type(k) is str
-                            and not k.startswith("__") and type(v) not in (
-                                types.FunctionType, staticmethod, classmethod, property)]
+                            (k, v) for k, v in list(space.items()) if type(k) is str
+                            and not k.startswith("__") and type(v) not in _METHOD_TYPES][:64]
             if pairs is _UNREADABLE:  # (may hold one: the name counts, rev77a A2)
                 found.add(name)
                 continue
@@ -1857,7 +1856,8 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 if _holds(v, tensor, budget=None if own_budget else budget):
                     found.add(f"{name}.{a}\0{where}")
                 elif depth and (not issubclass(held, plain) or made_module(v) or (
-                        held in _CONTAINERS or issubclass(held, (dict, list, tuple))) or (
+                        held in _CONTAINERS or issubclass(held, (dict, list, tuple))) and any(
+                        type(x) not in _ATOMS for x in _items(v) or ()) or (
                         issubclass(held, type) and _program_class(v))):
                     # (a container's modules too: `self.reg["m"].feats`, rev78b B2)
                     todo.append((v, a, depth - 1))
@@ -1928,6 +1928,7 @@ _SLOTS: dict = {}  # class -> the names of its slots and its bases' (_own_attrib
 
 
 _UNREADABLE: list = []  # (_own_attributes: what cannot be read without the program's code)
+_STR_ONLY = frozenset({str})
 
 
 def _own_dict(obj) -> dict:
@@ -1965,8 +1966,10 @@ def _own_attributes(obj) -> list | None:
         if type(own) is dict:  # (a module's all: what the program sets at run time comes
             # last, after its functions and imports, rev76a A3; an object's first 256; names
             # only: another key's __hash__ or __format__ is the program's code, rev78a C1)
-            pairs = [(k, v) for k, v in (own.items() if issubclass(type(obj), types.ModuleType)
-                                         else list(own.items())[:256]) if type(k) is str]
+            pairs = list(own.items()) if issubclass(type(obj), types.ModuleType) else list(
+                own.items())[:256]
+            if not _STR_ONLY.issuperset(map(type, own)):  # (in C: the common case first)
+                pairs = [(k, v) for k, v in pairs if type(k) is str]
     except Exception:
         pass
     kind = type(obj)
@@ -2007,6 +2010,11 @@ def _class_dicts(kind) -> list | None:
         return [_TYPE_DICT.__get__(k, type(k)) for k in _TYPE_MRO.__get__(kind, type(kind))]
     except Exception:
         return None
+
+
+_METHOD_TYPES = (types.FunctionType, staticmethod, classmethod, property)
+_CONTEXT_VAR = __import__("contextvars").ContextVar  # (neither can be subclassed: by identity)
+_LRU_WRAPPER = type(functools.lru_cache()(len))
 
 
 def _class_name(kind) -> str:
@@ -2080,7 +2088,20 @@ def _program_module(value) -> bool:
 
 def _program_class(kind) -> bool:
     """Whether a class is the program's: not one an installed or standard-library module
-    defines under its name (read from the class's and the module's own dicts)."""
+    defines under its name (read from the class's and the module's own dicts); kept per
+    class (a model's layers ask for theirs at every audit)."""
+    known = _PROGRAM_CLASSES.get(kind)
+    if known is None:
+        if len(_PROGRAM_CLASSES) > 4096:
+            _PROGRAM_CLASSES.clear()
+        known = _PROGRAM_CLASSES[kind] = _is_program_class(kind)
+    return known
+
+
+_PROGRAM_CLASSES: dict = {}
+
+
+def _is_program_class(kind) -> bool:
     try:
         name = type.__dict__["__module__"].__get__(kind, type(kind))
         short = type.__dict__["__name__"].__get__(kind, type(kind))
@@ -2119,6 +2140,19 @@ def _installed_path(path: str) -> bool:
     site-packages folder or the standard library's folders (not all of Python's prefix: a
     project kept inside its virtual environment's folder, or /usr/src/app beside /usr's
     Python, is the program's own, rev77a A3)."""
+    known = _INSTALLED_PATHS.get(path)
+    if known is not None:
+        return known
+    if len(_INSTALLED_PATHS) > 8192:
+        _INSTALLED_PATHS.clear()
+    known = _INSTALLED_PATHS[path] = _is_installed_path(path)
+    return known
+
+
+_INSTALLED_PATHS: dict = {}
+
+
+def _is_installed_path(path: str) -> bool:
     parts = path.replace(os.sep, "/").split("/")
     if "site-packages" in parts or "dist-packages" in parts:  # (a folder of that name, not a
         return True  # project's my-site-packages-fork, rev78a B4)
@@ -2232,17 +2266,21 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
             if pairs is _UNREADABLE:
                 return True
             inner = [v for _, v in pairs or ()] + [value.__func__]
-        elif kind.__name__ == "ContextVar" and kind.__module__ == "_contextvars":
+        elif kind is _CONTEXT_VAR:
             inner = [value.get(None)]  # (its value in this context, rev54b L1)
-        elif kind is type and value.__module__ not in ("builtins", "torch") and not (
-                value.__module__.startswith("torch.")):
+        elif issubclass(kind, type) and _program_class(value):
             # (a class used as a namespace: `Cache.feats = ...`, rev52a L1 g_clsattr; its
-            # own attributes, not its methods' closures)
-            inner = [v for v in list(vars(value).values())[:64]
-                     if type(v) is not types.FunctionType]
+            # own attributes, not its methods' closures; a class with a metaclass too, an
+            # ABC's, rev80a A2: read through type's own descriptor)
+            try:
+                space = _TYPE_DICT.__get__(value, kind)
+            except Exception:
+                return True  # (cannot be read without the program's code: may hold one)
+            inner = [v for k, v in list(space.items()) if type(k) is str and not k.startswith(
+                "__") and type(v) not in _METHOD_TYPES][:64]
         elif kind is weakref.ref:
             inner = [value()]  # (what it refers to, rev53b K3)
-        elif kind.__name__ == "_lru_cache_wrapper" and kind.__module__ == "functools":
+        elif kind is _LRU_WRAPPER:
             # (a cache whose values cannot be read: holding any, it may hold one, rev53a M4)
             return value.cache_info().currsize > 0
         elif not kind.__flags__ & (1 << 9) and kind not in (
