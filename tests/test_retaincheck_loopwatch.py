@@ -727,6 +727,15 @@ STATE_MODULES = {
                            "t = Trainer()", "t.state.feats"),
     "abc_class_in_a_list": ({}, "import abc\n\n\nclass Reg(abc.ABC):\n    pass\n\n\n"
                             "regs = [Reg]", "regs[0].feats"),
+    # a module on a class in a list, in a SimpleNamespace in a list; a graph in a slot that a
+    # subclass's property of the same name hides (rev81a A1, A2, A4)
+    "class_in_a_list": ({"trainstate_rev81a.py": '"""State."""\n'},
+                        "import importlib\n\n\nclass Reg:\n    pass\n\n\n"
+                        "Reg.m = importlib.import_module('trainstate_rev81a')\nregs = [Reg]",
+                        "regs[0].m.feats"),
+    "namespace_in_a_list": ({"trainstate_rev81b.py": '"""State."""\n'},
+                            "import importlib\nimport types\nregs = [types.SimpleNamespace("
+                            "m=importlib.import_module('trainstate_rev81b'))]", "regs[0].m.feats"),
     "metaclass_dict": ({}, "class Meta(type):\n    @property\n    def __dict__(cls):\n"
                        "        return {}\n\n\nclass C(metaclass=Meta):\n    pass\n\n\n"
                        "o = C()", "o.feats"),
@@ -762,7 +771,7 @@ def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypa
     made = ("trainstate_rev74a", "nspkg_rev76a", "nspkg_rev76a.store", "shared_rev76a",
             "big_rev76a", "funcs_rev77a", "trainstate_rev77a", "prop_rev77a",
             "trainstate_rev78a", "trainstate_rev78b", "trainstate_rev78c", "trainstate_rev78d",
-            "trainstate_rev79a", "trainstate_rev80a")
+            "trainstate_rev79a", "trainstate_rev80a", "trainstate_rev81a", "trainstate_rev81b")
     source = HEAD + (
         f"import sys\n\n{imports}\n\n"
         "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"
@@ -872,10 +881,12 @@ def test_the_audit_runs_no_code_of_odd_module_files_and_attribute_keys(tmp_path)
     with a ``__class__`` property (it ran the property) or a name with a NUL byte (os.stat's
     ValueError); the code reading ran a non-string attribute key's ``__hash__``. rev79a E1,
     E1b, E3: and on a class whose ``__module__`` is a list or missing, and a name with a lone
-    surrogate. Run by the command line, which reads the script's globals at the end. Now it
-    completes, and none of the program's code runs. (Seen failing: with the class's module
-    name not checked, TypeError: unhashable type 'list'; with names the file system cannot
-    encode let through, UnicodeEncodeError.)"""
+    surrogate; rev81a A5: on an object in sys.modules whose class is unhashable (its
+    metaclass's ``__eq__``). Run by the command line, which reads the script's globals at the
+    end. Now it completes, and none of the program's code runs. (Seen failing: with the
+    class's module name not checked, TypeError: unhashable type 'list'; with names the file
+    system cannot encode let through, UnicodeEncodeError; with the class as a cache key, the
+    metaclass's __eq__ made it unhashable.)"""
     source = HEAD + (
         "import sys\nimport types\n\ncalls = []\n\n\nclass Odd:\n"
         "    @property\n    def __class__(self):\n        calls.append('class')\n"
@@ -887,6 +898,9 @@ def test_the_audit_runs_no_code_of_odd_module_files_and_attribute_keys(tmp_path)
         "o = C()\no.__dict__[K()] = (torch.ones(3) * w).tanh()\ncalls.clear()\n"
         "Listed = type('Listed', (), {'__module__': ['x']})\n"
         "space = {}\nexec(\"Bare = type('Bare', (), {})\", space)\nBare = space['Bare']\n"
+        "\n\nclass MetaEq(type):\n    def __eq__(cls, other):\n        return cls is other\n\n\n"
+        "class Weird(metaclass=MetaEq):\n    pass\n\n\n"
+        "sys.modules['weird_rev81'] = Weird()\n"
         "for k in range(2):\n"
         "    (torch.ones(3) * k * w).sum().backward(retain_graph=True)\n"
         "result = [w.grad]\nprint('calls', calls)\n")
@@ -900,3 +914,28 @@ def test_the_audit_runs_no_code_of_odd_module_files_and_attribute_keys(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "calls []" in proc.stdout, proc.stdout
     assert "verdict: NOT NEEDED" in proc.stdout, proc.stdout
+
+
+def test_a_slot_is_read_through_its_own_descriptor():
+    """rev81a A4: a slot read by name ran a subclass's property of the same name (the
+    program's code) and took its value, and the graph in the slot was missed. Read through
+    the slot's own descriptor now. (With the read by name back, the property ran and the
+    slot's value was None.)"""
+    from retaincheck import _hooks
+
+    ran = []
+
+    class Base:
+        __slots__ = ("feats",)
+
+    class Shadow(Base):
+        @property
+        def feats(self):
+            ran.append(1)
+            return None
+
+    held = Shadow()
+    Base.feats.__set__(held, torch.ones(2, requires_grad=True) * 2)
+    pairs = dict(_hooks._own_attributes(held) or ())
+    assert pairs["feats"] is not None and pairs["feats"].grad_fn is not None, pairs
+    assert ran == []

@@ -1798,8 +1798,11 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                         if type(v) in _ATOMS:
                             continue  # (numbers and strings: nothing inside, no budget used)
                         budget[0] -= 1
-                        if _items(v) or issubclass(type(v), types.ModuleType) and made_module(v):
-                            todo.append((v, attr, depth - 1))  # (and containers in it)
+                        if _items(v) or issubclass(type(v), types.ModuleType) and made_module(
+                                v) or _namespace_like(v):
+                            # (and containers, a program's class, a SimpleNamespace or a
+                            # dataclass in it: rev81a A1, A2)
+                            todo.append((v, attr, depth - 1))
                 continue
             if issubclass(type(obj), type) and _program_class(obj):
                 # (a class of the program's used as a namespace, `Reg.m = trainstate`; a
@@ -1853,7 +1856,10 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 if a in ("_buffers", "_parameters", "_modules") or found and any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
-                if _holds(v, tensor, budget=None if own_budget else budget):
+                if not own_budget:
+                    budget[0] -= 1  # (each attribute once; what _holds looks at inside it has a
+                    # budget of its own: nested values were counted at each level, rev81b B1)
+                if _holds(v, tensor):
                     found.add(f"{name}.{a}\0{where}")
                 elif depth and (not issubclass(held, plain) or made_module(v) or (
                         held in _CONTAINERS or issubclass(held, (dict, list, tuple))) and any(
@@ -1973,22 +1979,28 @@ def _own_attributes(obj) -> list | None:
     except Exception:
         pass
     kind = type(obj)
-    slots = _SLOTS.get(kind)
-    if slots is None:  # (a class's slots are fixed once it is made: read once per class)
+    known = _SLOTS.get(id(kind))  # (by identity: a metaclass's __hash__ is the program's)
+    if known is None or known[0] is not kind:
+        # (a class's slots are fixed once it is made: their descriptors, read once per class;
+        # read through them, not by name: a subclass's property of a slot's name is the
+        # program's code and hides the slot, rev81a A4)
+        slots = []
         try:
-            slots = tuple(s for k in _class_dicts(kind) or () for s in (
-                (k.get("__slots__", ()),) if type(k.get("__slots__", ())) is str
-                else k.get("__slots__", ())) if type(s) is str)
+            for space in _class_dicts(kind) or ():
+                names = space.get("__slots__", ())
+                for name in (names,) if type(names) is str else names if type(names) in (
+                        tuple, list) else ():
+                    descriptor = space.get(name) if type(name) is str else None
+                    if type(descriptor) is types.MemberDescriptorType:
+                        slots.append((name, descriptor))
         except Exception:
-            slots = ()
+            slots = []
         if len(_SLOTS) > 4096:
             _SLOTS.clear()
-        _SLOTS[kind] = slots
-    for name in slots[:64]:
-        if name in ("__dict__", "__weakref__"):
-            continue
+        known = _SLOTS[id(kind)] = (kind, tuple(slots))
+    for name, descriptor in known[1][:64]:
         try:
-            pairs = (pairs or []) + [(name, object.__getattribute__(obj, name))]
+            pairs = (pairs or []) + [(name, descriptor.__get__(obj, kind))]
         except Exception:  # (a slot not set)
             pass
     return pairs
@@ -2013,6 +2025,7 @@ def _class_dicts(kind) -> list | None:
 
 
 _METHOD_TYPES = (types.FunctionType, staticmethod, classmethod, property)
+_thread_local = __import__("_thread")._local
 _CONTEXT_VAR = __import__("contextvars").ContextVar  # (neither can be subclassed: by identity)
 _LRU_WRAPPER = type(functools.lru_cache()(len))
 
@@ -2028,7 +2041,8 @@ def _class_name(kind) -> str:
 def _plain_dict(kind) -> bool:
     """Whether reading ``__dict__`` of an instance of ``kind`` runs no code of the program's:
     the attribute is the interpreter's own descriptor, not a property a class defines."""
-    known = _DICTS.get(kind)
+    known = _DICTS.get(id(kind))  # (by identity: a metaclass's __hash__ is the program's)
+    known = known[1] if known is not None and known[0] is kind else None
     if known is None:
         known = False
         for space in _class_dicts(kind) or ():
@@ -2039,7 +2053,7 @@ def _plain_dict(kind) -> bool:
                 break
         if len(_DICTS) > 4096:
             _DICTS.clear()
-        _DICTS[kind] = known
+        _DICTS[id(kind)] = (kind, known)
     return known
 
 
@@ -2086,16 +2100,26 @@ def _program_module(value) -> bool:
     return type(origin) is not str or origin not in ("built-in", "frozen")
 
 
+def _namespace_like(value) -> bool:
+    """A class of the program's, a ``SimpleNamespace``, a dataclass's object, a
+    ``threading.local``: what a container's items are read as (``_graph_locals``)."""
+    kind = type(value)
+    if issubclass(kind, type):
+        return _program_class(value)
+    return kind is types.SimpleNamespace or issubclass(kind, _thread_local) or any(
+        "__dataclass_fields__" in k for k in _class_dicts(kind) or ())
+
+
 def _program_class(kind) -> bool:
     """Whether a class is the program's: not one an installed or standard-library module
     defines under its name (read from the class's and the module's own dicts); kept per
     class (a model's layers ask for theirs at every audit)."""
-    known = _PROGRAM_CLASSES.get(kind)
-    if known is None:
+    known = _PROGRAM_CLASSES.get(id(kind))  # (by identity, as _plain_dict)
+    if known is None or known[0] is not kind:
         if len(_PROGRAM_CLASSES) > 4096:
             _PROGRAM_CLASSES.clear()
-        known = _PROGRAM_CLASSES[kind] = _is_program_class(kind)
-    return known
+        known = _PROGRAM_CLASSES[id(kind)] = (kind, _is_program_class(kind))
+    return known[1]
 
 
 _PROGRAM_CLASSES: dict = {}
@@ -2253,6 +2277,11 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
                     inner.append(cell.cell_contents)
                 except ValueError:  # (an empty cell)
                     pass
+        elif issubclass(kind, _thread_local):  # (this thread's values, rev81b B2)
+            pairs = _own_attributes(value)
+            if pairs is _UNREADABLE:
+                return True
+            inner = [v for _, v in pairs or ()]
         elif kind is types.SimpleNamespace or any(
                 "__dataclass_fields__" in k for k in _class_dicts(kind) or ()):  # (no metaclass
             # __getattr__ run: dataclasses.is_dataclass asks hasattr, rev78a C1)
