@@ -736,6 +736,26 @@ STATE_MODULES = {
     "namespace_in_a_list": ({"trainstate_rev81b.py": '"""State."""\n'},
                             "import importlib\nimport types\nregs = [types.SimpleNamespace("
                             "m=importlib.import_module('trainstate_rev81b'))]", "regs[0].m.feats"),
+    # a SimpleNamespace subclass in a list, a module as a dict's key, an attribute named as an
+    # nn.Module's dict on another object, a dict subclass's attribute, a slot named in a dict
+    # (rev82a B1-B5)
+    "namespace_subclass": ({"trainstate_rev82a.py": '"""State."""\n'},
+                           "import importlib\nimport types\n\n\n"
+                           "class NS(types.SimpleNamespace):\n    pass\n\n\n"
+                           "regs = [NS(m=importlib.import_module('trainstate_rev82a'))]",
+                           "regs[0].m.feats"),
+    "module_as_a_key": ({"trainstate_rev82b.py": '"""State."""\n'},
+                        "import importlib\nreg = {importlib.import_module('trainstate_rev82b'): 1}",
+                        "next(iter(reg)).feats"),
+    "attribute_named_modules": ({"trainstate_rev82c.py": '"""State."""\n'},
+                                "import importlib\n\n\nclass Box:\n    pass\n\n\nbox = Box()\n"
+                                "box._modules = {'m': importlib.import_module("
+                                "'trainstate_rev82c')}",
+                                "box._modules['m'].feats"),
+    "dict_subclass_attribute": ({"trainstate_rev82d.py": '"""State."""\n'},
+                                "import importlib\n\n\nclass D(dict):\n    pass\n\n\nd = D()\n"
+                                "d.m = importlib.import_module('trainstate_rev82d')", "d.m.feats"),
+    "slots_in_a_dict": ({}, "class S:\n    __slots__ = {'feats': 'doc'}\n\n\ns = S()", "s.feats"),
     "metaclass_dict": ({}, "class Meta(type):\n    @property\n    def __dict__(cls):\n"
                        "        return {}\n\n\nclass C(metaclass=Meta):\n    pass\n\n\n"
                        "o = C()", "o.feats"),
@@ -771,7 +791,8 @@ def test_a_graph_held_on_a_module_of_the_programs_own_is_read(tmp_path, monkeypa
     made = ("trainstate_rev74a", "nspkg_rev76a", "nspkg_rev76a.store", "shared_rev76a",
             "big_rev76a", "funcs_rev77a", "trainstate_rev77a", "prop_rev77a",
             "trainstate_rev78a", "trainstate_rev78b", "trainstate_rev78c", "trainstate_rev78d",
-            "trainstate_rev79a", "trainstate_rev80a", "trainstate_rev81a", "trainstate_rev81b")
+            "trainstate_rev79a", "trainstate_rev80a", "trainstate_rev81a", "trainstate_rev81b",
+            "trainstate_rev82a", "trainstate_rev82b", "trainstate_rev82c", "trainstate_rev82d")
     source = HEAD + (
         f"import sys\n\n{imports}\n\n"
         "F = sys._getframe()\nname = '_'.join(['f', 'trace', 'lines'])\n"
@@ -882,11 +903,12 @@ def test_the_audit_runs_no_code_of_odd_module_files_and_attribute_keys(tmp_path)
     ValueError); the code reading ran a non-string attribute key's ``__hash__``. rev79a E1,
     E1b, E3: and on a class whose ``__module__`` is a list or missing, and a name with a lone
     surrogate; rev81a A5: on an object in sys.modules whose class is unhashable (its
-    metaclass's ``__eq__``). Run by the command line, which reads the script's globals at the
-    end. Now it completes, and none of the program's code runs. (Seen failing: with the
-    class's module name not checked, TypeError: unhashable type 'list'; with names the file
-    system cannot encode let through, UnicodeEncodeError; with the class as a cache key, the
-    metaclass's __eq__ made it unhashable.)"""
+    metaclass's ``__eq__``); rev82a B6: a key of sys.modules that is no string. Run by
+    the command line, which reads the script's globals at the end. Now it completes, and none
+    of the program's code runs. (Seen failing: with the class's module name not checked,
+    TypeError: unhashable type 'list'; with names the file system cannot encode let through,
+    UnicodeEncodeError; with the class as a cache key, the metaclass's __eq__ made it
+    unhashable.)"""
     source = HEAD + (
         "import sys\nimport types\n\ncalls = []\n\n\nclass Odd:\n"
         "    @property\n    def __class__(self):\n        calls.append('class')\n"
@@ -901,6 +923,7 @@ def test_the_audit_runs_no_code_of_odd_module_files_and_attribute_keys(tmp_path)
         "\n\nclass MetaEq(type):\n    def __eq__(cls, other):\n        return cls is other\n\n\n"
         "class Weird(metaclass=MetaEq):\n    pass\n\n\n"
         "sys.modules['weird_rev81'] = Weird()\n"
+        "sys.modules[('tuple', 'key')] = types.ModuleType('tk')\n"
         "for k in range(2):\n"
         "    (torch.ones(3) * k * w).sum().backward(retain_graph=True)\n"
         "result = [w.grad]\nprint('calls', calls)\n")

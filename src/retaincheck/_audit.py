@@ -492,7 +492,7 @@ def _mark_untaken_calls(session: Session) -> None:
     own = {name for name in set(session.files) | {site[3] for _, site in session.sites.values()}
            if name and not name.startswith("<") and _kind(name) == 2}
     own.update(name for module_name, module in list(sys.modules.items())
-               if module_name not in before
+               if type(module_name) is str and module_name not in before
                and usable_name(name := _own_dict(module).get("__file__"))
                and name.endswith(".py") and _kind(name) == 2)
     # (and those a test runner runs for the test: its module, the conftest files, a plugin

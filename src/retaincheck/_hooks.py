@@ -1803,7 +1803,8 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                             # (and containers, a program's class, a SimpleNamespace or a
                             # dataclass in it: rev81a A1, A2)
                             todo.append((v, attr, depth - 1))
-                continue
+                if type(obj) in _EXACT_CONTAINERS:
+                    continue  # (a subclass's own attributes too, rev82a B5)
             if issubclass(type(obj), type) and _program_class(obj):
                 # (a class of the program's used as a namespace, `Reg.m = trainstate`; a
                 # partial's arguments: rev78a B3)
@@ -1815,7 +1816,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                     pairs = []
             elif type(obj) is functools.partial:
                 pairs = [("args", obj.args), ("keywords", obj.keywords)]
-            elif issubclass(type(obj), plain) and not made_module(obj):
+            elif issubclass(type(obj), plain) and not made_module(obj) and items is None:
                 continue
             else:
                 pairs = _own_attributes(obj)
@@ -1833,7 +1834,8 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
             if pairs is None:
                 continue
             own = dict(pairs)
-            if module_type and issubclass(type(obj), module_type):  # (its buffers, parameters,
+            is_module = bool(module_type) and issubclass(type(obj), module_type)
+            if is_module:  # (its buffers, parameters,
                 for key in ("_buffers", "_parameters", "_modules"):  # modules: by name)
                     inner = own.get(key)
                     if type(inner) is dict:
@@ -1853,7 +1855,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 # module's functions, classes and modules each have one of their own: `from
                 # torch import *` does not use it up, rev76a A3, rev77a A5, rev78b B1)
                 own_budget = module and held in _CODE_TYPES
-                if a in ("_buffers", "_parameters", "_modules") or found and any(
+                if a in _MODULE_DICTS and is_module or found and any(
                         f.partition("\0")[0] == f"{name}.{a}" for f in found):
                     continue
                 if not own_budget:
@@ -1935,6 +1937,7 @@ _SLOTS: dict = {}  # class -> the names of its slots and its bases' (_own_attrib
 
 _UNREADABLE: list = []  # (_own_attributes: what cannot be read without the program's code)
 _STR_ONLY = frozenset({str})
+_EXACT_CONTAINERS = frozenset({dict, list, tuple, set, frozenset, collections.deque})
 
 
 def _own_dict(obj) -> dict:
@@ -1987,12 +1990,10 @@ def _own_attributes(obj) -> list | None:
         slots = []
         try:
             for space in _class_dicts(kind) or ():
-                names = space.get("__slots__", ())
-                for name in (names,) if type(names) is str else names if type(names) in (
-                        tuple, list) else ():
-                    descriptor = space.get(name) if type(name) is str else None
-                    if type(descriptor) is types.MemberDescriptorType:
-                        slots.append((name, descriptor))
+                # (every slot's descriptor, however __slots__ named it: a dict, a set, a
+                # private name stored mangled, rev82a B1)
+                slots += [(name, descriptor) for name, descriptor in list(space.items())
+                          if type(descriptor) is types.MemberDescriptorType and type(name) is str]
         except Exception:
             slots = []
         if len(_SLOTS) > 4096:
@@ -2025,6 +2026,7 @@ def _class_dicts(kind) -> list | None:
 
 
 _METHOD_TYPES = (types.FunctionType, staticmethod, classmethod, property)
+_MODULE_DICTS = frozenset({"_buffers", "_parameters", "_modules"})  # (an nn.Module's, by name)
 _thread_local = __import__("_thread")._local
 _CONTEXT_VAR = __import__("contextvars").ContextVar  # (neither can be subclassed: by identity)
 _LRU_WRAPPER = type(functools.lru_cache()(len))
@@ -2106,7 +2108,7 @@ def _namespace_like(value) -> bool:
     kind = type(value)
     if issubclass(kind, type):
         return _program_class(value)
-    return kind is types.SimpleNamespace or issubclass(kind, _thread_local) or any(
+    return issubclass(kind, (types.SimpleNamespace, _thread_local)) or any(
         "__dataclass_fields__" in k for k in _class_dicts(kind) or ())
 
 
@@ -2211,8 +2213,9 @@ def _items(value) -> list | None:
     code); None for any other value."""
     kind = type(value)
     try:
-        if issubclass(kind, dict):
-            inner = list(dict.values(value))
+        if issubclass(kind, dict):  # (its keys too: a module as a key, rev82a B3)
+            inner = list(dict.values(value)) + [k for k in dict.keys(value) if type(k) not in (
+                str, int)]
         elif issubclass(kind, list):
             inner = list(list.__iter__(value))
         elif issubclass(kind, tuple):
@@ -2282,7 +2285,7 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
             if pairs is _UNREADABLE:
                 return True
             inner = [v for _, v in pairs or ()]
-        elif kind is types.SimpleNamespace or any(
+        elif issubclass(kind, types.SimpleNamespace) or any(
                 "__dataclass_fields__" in k for k in _class_dicts(kind) or ()):  # (no metaclass
             # __getattr__ run: dataclasses.is_dataclass asks hasattr, rev78a C1)
             pairs = _own_attributes(value)
@@ -2364,8 +2367,9 @@ def _machinery_codes(stdlib: bool = False) -> dict:
     else:
         modules = [
             module for name, module in list(sys.modules.items())
-            if (name == "retaincheck" or name.startswith("retaincheck.") or name == "__main__")
-            and os.path.abspath(str(getattr(module, "__file__", "") or "")).startswith(own)]
+            if type(name) is str and (  # (a key of the program's: not a str, rev82a B6)
+                name == "retaincheck" or name.startswith("retaincheck.") or name == "__main__")
+            and os.path.abspath(str(_own_dict(module).get("__file__") or "")).startswith(own)]
     found: dict = {} if stdlib else dict(_STDLIB_MACHINERY)
     del importlib, runpy
 

@@ -517,6 +517,8 @@ def reads_in(filenames, before=None) -> list[str]:
             if kind:
                 files[os.path.abspath(name)] = kind
     for module_name, module in list(sys.modules.items()):
+        if type(module_name) is not str:
+            continue  # (a key of the program's: its __eq__ and __hash__ are its code, rev82a)
         known = _modules.get(module_name)
         if known is None or known[0] is not module:
             # (from its own dict: a lazy module's import runs at the first attribute read,
