@@ -13,7 +13,7 @@ import os
 import sys
 import types
 
-from ._hooks import LOCK, Session, _own_dict
+from ._hooks import LOCK, Session, _class_module, _own_dict
 from ._reads import usable_name
 from ._report import CallRecord, Report
 from ._sizes import human as _human  # noqa: F401  (kept for code that imported it from here)
@@ -1009,13 +1009,9 @@ def _named_from(files: set[str], modules=()) -> set[str]:
                 name = _own_dict(value).get("__file__")
             elif kind is types.FunctionType:
                 name = value.__code__.co_filename
-            elif issubclass(kind, type):
-                try:  # (a class with no __module__, or an odd one: rev79a E1)
-                    module = type.__dict__["__module__"].__get__(value, kind)
-                except Exception:
-                    module = None
-                name = _own_dict(sys.modules.get(module) if type(module) is str else None).get(
-                    "__file__")
+            elif issubclass(kind, type):  # (a class with no __module__, or an odd one: rev79a E1)
+                defined = _class_module(value)
+                name = _own_dict(sys.modules.get(defined) if defined else None).get("__file__")
             if type(name) is not str or not name.endswith(".py") or _kind(name) != 2:
                 continue
             real = os.path.realpath(name)

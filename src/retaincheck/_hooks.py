@@ -1764,16 +1764,9 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
 
     module_type = getattr(getattr(sys.modules["torch"], "nn", None), "Module", ())
 
-    def made_module(value) -> bool:
-        # (a module object to look inside, a namespace like any object: one the program made,
-        # types.ModuleType("store"), whether no import made it (rev73a A1) or the program put
-        # it in sys.modules (rev76a A4); and a module of the program's own, imported: a
-        # shared-state module, `trainstate.feats = ...` per epoch (rev74a A1), a namespace
-        # package's too (rev76a A2); not the standard library's, an installed package's or
-        # this package's. Told from the module's own dict, with no attribute read through
-        # its class: a lazy module (importlib's LazyLoader) runs its import at the first
-        # attribute read, rev76a A1)
-        return _program_module(value)
+    # (a module object to look inside, a namespace like any object: rev73a A1, rev74a A1,
+    # rev76a A1, A2, A4; _program_module says which)
+    made_module = _program_module
 
     def attributes(name: str, value) -> list[str]:
         # (an object's attributes that hold a graph, however deep: `name.attr` by the
@@ -1809,9 +1802,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                 # (a class of the program's used as a namespace, `Reg.m = trainstate`; a
                 # partial's arguments: rev78a B3)
                 try:
-                    space = type.__dict__["__dict__"].__get__(obj, type(obj))
-                    pairs = [(k, v) for k, v in list(space.items()) if type(k) is str
-                             and not k.startswith("__") and type(v) not in _METHOD_TYPES][:256]
+                    pairs = _class_attributes(_TYPE_DICT.__get__(obj, type(obj)))[:256]
                 except Exception:
                     pairs = []
             elif type(obj) is functools.partial:
@@ -1825,9 +1816,7 @@ def _graph_locals(frame, base, count: int) -> list[frozenset | None]:
                     # (and its class's: `class Trainer: state = trainstate`, read through an
                     # instance, `t.state.feats`, rev79a B1)
                     for space in (_class_dicts(type(obj)) or ())[:-1]:
-                        pairs = (pairs or []) + [
-                            (k, v) for k, v in list(space.items()) if type(k) is str
-                            and not k.startswith("__") and type(v) not in _METHOD_TYPES][:64]
+                        pairs = (pairs or []) + _class_attributes(space)[:64]
             if pairs is _UNREADABLE:  # (may hold one: the name counts, rev77a A2)
                 found.add(name)
                 continue
@@ -1958,15 +1947,13 @@ def _own_attributes(obj) -> list | None:
     code (no ``__getattr__``, no property); None for an object with neither."""
     pairs = None
     try:
-        import _thread
-
-        if issubclass(type(obj), _thread._local):  # (this thread's: threading.local and its
-            own = _thread._local.__getattribute__(obj, "__dict__")  # subclasses, rev54a
+        if issubclass(type(obj), _thread_local):  # (this thread's: threading.local and its
+            own = _thread_local.__getattribute__(obj, "__dict__")  # subclasses, rev54a
             # N6, rev55b M2; the base's lookup, not the subclass's code)
         elif _plain_dict(type(obj)):
             own = object.__getattribute__(obj, "__dict__")
-        elif _class_dicts(type(obj)) is None or any(
-                "__dict__" in space for space in _class_dicts(type(obj))):
+        elif (spaces := _class_dicts(type(obj))) is None or any(
+                "__dict__" in space for space in spaces):
             # (a class's own __dict__, a property: its code, not run here, rev77a A2; what
             # it holds cannot be read: it may hold a graph)
             return _UNREADABLE
@@ -2032,6 +2019,24 @@ _CONTEXT_VAR = __import__("contextvars").ContextVar  # (neither can be subclasse
 _LRU_WRAPPER = type(functools.lru_cache()(len))
 
 
+def _class_attributes(space) -> list:
+    """A class's own attributes but its methods and dunders, (name, value) pairs, from its
+    dict as ``type``'s own descriptor gives it: what a class used as a namespace holds."""
+    return [(k, v) for k, v in list(space.items()) if type(k) is str and not k.startswith("__")
+            and type(v) not in _METHOD_TYPES]
+
+
+def _class_module(kind) -> str | None:
+    """The name of the module a class says it is from, read through ``type``'s own
+    descriptor (a metaclass's property is the program's code); None where it is no string
+    or missing (a class made by exec in an empty namespace, rev79a E1)."""
+    try:
+        name = type.__dict__["__module__"].__get__(kind, type(kind))
+    except Exception:
+        return None
+    return name if type(name) is str else None
+
+
 def _class_name(kind) -> str:
     try:
         name = _TYPE_NAME.__get__(kind, type(kind))
@@ -2072,12 +2077,7 @@ def _program_module(value) -> bool:
         return False
     if not _plain_dict(kind):
         return True  # (its dict cannot be read without its class's code: it may hold one)
-    try:
-        space = object.__getattribute__(value, "__dict__")
-    except Exception:
-        return False
-    if type(space) is not dict:
-        return False
+    space = _own_dict(value)
     name = space.get("__name__")
     if type(name) is not str or name.partition(".")[0] == "retaincheck":
         return False
@@ -2087,9 +2087,9 @@ def _program_module(value) -> bool:
         path = None
         if type(paths) is list and paths:  # (read as the built-in list it must be, rev77a)
             path = paths[0]
-        elif type(paths).__name__ == "_NamespacePath":
-            path = next(iter(list.__iter__(object.__getattribute__(paths, "_path"))), None) if (
-                type(object.__getattribute__(paths, "__dict__").get("_path")) is list) else None
+        elif _class_name(type(paths)) == "_NamespacePath":
+            inner = _own_dict(paths).get("_path")
+            path = inner[0] if type(inner) is list and inner else None
     if type(path) is str:
         return not _installed_path(path)
     if name in sys.builtin_module_names or sys.modules.get(name) is not value:
@@ -2097,8 +2097,7 @@ def _program_module(value) -> bool:
     spec = space.get("__spec__")
     if spec is None:
         return True  # (no import made it: made by the program)
-    origin = object.__getattribute__(spec, "__dict__").get("origin") if _plain_dict(
-        type(spec)) else None
+    origin = _own_dict(spec).get("origin")
     return type(origin) is not str or origin not in ("built-in", "frozen")
 
 
@@ -2128,9 +2127,9 @@ _PROGRAM_CLASSES: dict = {}
 
 
 def _is_program_class(kind) -> bool:
-    try:
+    try:  # (a class with no __module__ or __name__ to read: not the program's)
         name = type.__dict__["__module__"].__get__(kind, type(kind))
-        short = type.__dict__["__name__"].__get__(kind, type(kind))
+        short = _TYPE_NAME.__get__(kind, type(kind))
     except Exception:
         return False
     module = sys.modules.get(name) if type(name) is str else None
@@ -2142,11 +2141,8 @@ def _is_program_class(kind) -> bool:
 def _class_file(kind) -> str | None:
     """The file of the program's own module that defines a class (not the standard
     library's or an installed package's), or None."""
-    try:
-        name = type.__dict__["__module__"].__get__(kind, type(kind))
-    except Exception:
-        return None
-    module = sys.modules.get(name) if type(name) is str else None
+    name = _class_module(kind)
+    module = sys.modules.get(name) if name is not None else None
     if module is None or _installed(module):
         return None
     return _own_dict(module).get("__file__")
@@ -2280,14 +2276,10 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
                     inner.append(cell.cell_contents)
                 except ValueError:  # (an empty cell)
                     pass
-        elif issubclass(kind, _thread_local):  # (this thread's values, rev81b B2)
-            pairs = _own_attributes(value)
-            if pairs is _UNREADABLE:
-                return True
-            inner = [v for _, v in pairs or ()]
-        elif issubclass(kind, types.SimpleNamespace) or any(
+        elif issubclass(kind, (types.SimpleNamespace, _thread_local)) or any(
                 "__dataclass_fields__" in k for k in _class_dicts(kind) or ()):  # (no metaclass
-            # __getattr__ run: dataclasses.is_dataclass asks hasattr, rev78a C1)
+            # __getattr__ run: dataclasses.is_dataclass asks hasattr, rev78a C1; a
+            # threading.local's values in this thread, rev81b B2)
             pairs = _own_attributes(value)
             if pairs is _UNREADABLE:
                 return True  # (cannot be read without the program's code: may hold one)
@@ -2308,8 +2300,7 @@ def _holds(value, tensor, depth: int = 5, budget: list | None = None) -> bool:
                 space = _TYPE_DICT.__get__(value, kind)
             except Exception:
                 return True  # (cannot be read without the program's code: may hold one)
-            inner = [v for k, v in list(space.items()) if type(k) is str and not k.startswith(
-                "__") and type(v) not in _METHOD_TYPES][:64]
+            inner = [v for _, v in _class_attributes(space)[:64]]
         elif kind is weakref.ref:
             inner = [value()]  # (what it refers to, rev53b K3)
         elif kind is _LRU_WRAPPER:
